@@ -1,0 +1,8 @@
+import torch
+
+
+def gaussian_positional_weights(T, bandwidth):
+    pos = torch.arange(T, dtype=torch.float64)  # (T,)
+    lag = pos[:, None] - pos[None, :]  # (T, T)
+    logit = torch.where(lag == 0, 0.0, -0.5 * (lag / bandwidth) ** 2)  # (T, T)
+    return torch.softmax(logit, dim=-1)  # (T, T)

@@ -1,0 +1,8 @@
+import torch
+
+
+def gaussian_positional_qk(T, bandwidth):
+    pos = torch.arange(T, dtype=torch.float64)  # (T,)
+    Q = torch.stack([pos, torch.ones_like(pos)], dim=-1) / bandwidth  # (T, 2)
+    K = torch.stack([pos, -0.5 * pos**2], dim=-1) / bandwidth  # (T, 2)
+    return Q, K

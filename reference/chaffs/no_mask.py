@@ -1,0 +1,13 @@
+import math
+
+import torch
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    d_k = W_Q.shape[1]
+    q = X @ W_Q  # (B, T, d_k)
+    k = X @ W_K  # (B, T, d_k)
+    v = X @ W_V  # (B, T, d_v)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(d_k)  # (B, T, T)
+    att = torch.softmax(att, dim=-1)  # (B, T, T)
+    return att @ v, att

@@ -1,0 +1,16 @@
+import math
+
+import torch
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    T = X.shape[1]
+    q = X @ W_Q  # (B, T, d_k)
+    k = X @ W_K  # (B, T, d_k)
+    v = X @ W_V  # (B, T, d_v)
+    att = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, T, T)
+    if causal:
+        allowed = torch.tril(torch.ones(T, T, device=X.device)).bool()  # (T, T)
+        att = torch.where(allowed, att, torch.tensor(float("-inf"), dtype=att.dtype))  # (B, T, T)
+    att = torch.softmax(att, dim=-1)  # (B, T, T)
+    return att @ v, att
