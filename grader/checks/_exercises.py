@@ -1,0 +1,168 @@
+"""The starred experiments: the Gaussian positional kernel (Exercise 7) and score scales (Exercise 3)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._base import Ctx, Verdict, check, failed, passed
+from grader.compare import Tolerance, mismatch
+from grader.models import Counterexample, Heatmap
+
+KERNEL_TOL = Tolerance(rtol=1e-9, atol=1e-12)
+LIMIT_TOL = Tolerance(rtol=0.0, atol=1e-8)
+
+
+def gaussian_kernel_weights(T: int, h: float) -> torch.Tensor:
+    """Closed form: A_ij proportional to exp(-(i-j)^2 / (2 h^2)) for j <= i, rows normalised (stable)."""
+    i = torch.arange(T, dtype=torch.float64)
+    logits = -((i[:, None] - i[None, :]) ** 2) / (2 * h * h)  # (T, T)
+    logits = logits.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
+    T = scores.shape[-1]
+    masked = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    return torch.softmax(masked, dim=-1)
+
+
+def _kernel_cx(ctx: Ctx, T: int, h: float) -> Counterexample:
+    return Counterexample(shape={"T": T}, dtype="float64", seed=ctx.base_seed, params={"bandwidth": h})
+
+
+def _maps(got: torch.Tensor, exp: torch.Tensor) -> list[Heatmap]:
+    def rows(t: torch.Tensor) -> list[list[float | None]]:
+        return [[float(v) if math.isfinite(float(v)) else None for v in r] for r in t.double()]
+
+    return [
+        Heatmap(title="your weights", kind="weights", data=rows(got)),
+        Heatmap(title="expected weights", kind="weights", data=rows(exp)),
+        Heatmap(title="yours − expected", kind="difference", data=rows(got.double() - exp)),
+    ]
+
+
+@check(
+    "gaussian_kernel",
+    title="the masked Gaussian positional kernel, and its limits h -> 0 and h -> infinity",
+    cites="Exercise 7 (Section 7, Example 7.4)",
+    needs=("gaussian_positional_weights",),
+)
+def gaussian_kernel(ctx: Ctx) -> Verdict:
+    """Exercise 7 / Example 7.4: A_ij proportional to exp(-(i-j)^2/(2h^2)) on j <= i, rows normalised; as h -> 0
+    the weights tend to the identity, as h -> infinity to the running mean (row i uniform on 0..i)."""
+    for T in (1, 3, 8):
+        for h in (0.5, 1.0, 2.0, 4.0):
+            got = ctx.head.gaussian_weights(T, h)
+            exp = gaussian_kernel_weights(T, h)
+            bad = mismatch(got, exp, KERNEL_TOL, f"gaussian_positional_weights({T}, {h:g})")
+            if bad is not None:
+                return failed(
+                    f"Your Gaussian positional weights for T={T}, h={h:g} differ from "
+                    "A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i, normalised over each row (Exercise 7).\n" + bad.text(),
+                    counterexample=_kernel_cx(ctx, T, h),
+                    heatmaps=_maps(got, exp),
+                )
+    T = 8
+    limits = ((1e-3, torch.eye(T, dtype=torch.float64), "the identity (each position reads only itself)"),
+              (1e6, torch.tril(torch.ones(T, T, dtype=torch.float64)) / torch.arange(1, T + 1)[:, None],
+               "the running mean (row i uniform over 0..i)"))
+    for h, limit, name in limits:
+        got = ctx.head.gaussian_weights(T, h)
+        bad = mismatch(got, limit, LIMIT_TOL, f"gaussian_positional_weights({T}, {h:g})")
+        if bad is not None:
+            return failed(
+                f"At bandwidth h={h:g} your kernel should be {name} (Example 7.4 limits); it is not, or it is "
+                "not finite. Normalise stably (subtract the row max in log space).\n" + bad.text(),
+                counterexample=_kernel_cx(ctx, T, h),
+                heatmaps=_maps(got, limit),
+            )
+    return passed("The kernel matches the closed form for several bandwidths, and both limits hold.")
+
+
+@check(
+    "gaussian_qk",
+    title="two-dimensional queries and keys whose scaled dot-product attention is the Gaussian kernel",
+    cites="Exercise 7 (Section 7)",
+    needs=("gaussian_positional_qk",),
+)
+def gaussian_qk(ctx: Ctx) -> Verdict:
+    """Exercise 7: causal softmax(Q K^T / sqrt(2)) with the returned Q, K (each T x 2) equals the masked
+    Gaussian positional kernel for that bandwidth."""
+    for T in (1, 2, 5, 8):
+        for h in (0.5, 1.0, 3.0):
+            Q, K = ctx.head.gaussian_qk(T, h)
+            scores = (Q.double() @ K.double().T) / math.sqrt(2)  # (T, 2) x (2, T) -> (T, T)
+            got = causal_softmax(scores)
+            exp = gaussian_kernel_weights(T, h)
+            bad = mismatch(got, exp, KERNEL_TOL, f"causal softmax(Q K^T / sqrt(2)) for T={T}, h={h:g}")
+            if bad is not None:
+                return failed(
+                    f"Scaled dot-product attention with your Q and K (d_k = 2, scores divided by sqrt(2)) does "
+                    f"not reproduce the Gaussian kernel at T={T}, h={h:g} (Exercise 7). Expand "
+                    "-(i-j)^2/(2h^2) = -i^2/(2h^2) + i j / h^2 - j^2/(2h^2): the first term is constant in "
+                    "each row, so softmax ignores it.\n" + bad.text(),
+                    counterexample=_kernel_cx(ctx, T, h),
+                    heatmaps=_maps(got, exp),
+                )
+    return passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")
+
+
+# Exercise 3 bands. The raw-score std over the causal entries of 200 samples at T = 64 has a relative
+# standard deviation of about 0.4% (d_k = 16, entries sharing a row or column are correlated, research
+# §8); a ±5% band is over 10 standard deviations wide, so a correct submission fails with probability
+# far below 1e-6. The typical largest weight varies by about 0.005 between seeds; ±0.05 is as wide.
+STD_BAND = 0.05
+MAX_WEIGHT_BAND = 0.05
+STAT_KEYS = ("raw_std", "scaled_std", "raw_max_weight", "scaled_max_weight")
+
+
+@check(
+    "score_scale_experiment",
+    title="the measured raw score std grows like sqrt(d_k) and the scaled std stays near 1",
+    cites="Lemma 5.5 and Exercise 3",
+    needs=("score_scale_statistics",),
+)
+def score_scale_experiment(ctx: Ctx) -> Verdict:
+    """Exercise 3 / Lemma 5.5: for unit-variance Gaussian q, k the raw score std is about sqrt(d_k) and the
+    scaled std about 1 (within a sampling band a correct submission leaves with probability < 1e-6); the
+    typical largest weight agrees with the reference measurement and grows with saturation."""
+    T, n, seed = 64, 200, ctx.seed(0) % 10_000
+    for d_k in (16, 64, 256):
+        got = ctx.head.statistics(d_k, T=T, n_samples=n, seed=seed)
+        cx = Counterexample(shape={"d_k": d_k, "T": T}, dtype="float64", seed=ctx.base_seed,
+                            params={"n_samples": n, "stats_seed": seed})
+        missing = [k for k in STAT_KEYS if k not in got or not math.isfinite(got[k])]
+        if missing:
+            return failed(f"score_scale_statistics({d_k}) did not return finite numbers for {', '.join(missing)}.",
+                          counterexample=cx)
+        ref = ctx.ref.score_scale_statistics(d_k, T=T, n_samples=n, seed=seed + 1)
+        checks = (
+            ("raw_std / sqrt(d_k)", got["raw_std"] / math.sqrt(d_k), 1.0, STD_BAND,
+             "the raw score q . k has variance d_k (Lemma 5.5), so its std is sqrt(d_k)"),
+            ("scaled_std", got["scaled_std"], 1.0, STD_BAND,
+             "dividing by sqrt(d_k) makes the variance 1 (Lemma 5.5)"),
+            ("scaled_max_weight", got["scaled_max_weight"], ref["scaled_max_weight"], MAX_WEIGHT_BAND,
+             "the median over rows of the largest causal weight of softmax(S / sqrt(d_k))"),
+            ("raw_max_weight", got["raw_max_weight"], ref["raw_max_weight"], MAX_WEIGHT_BAND,
+             "the median over rows of the largest causal weight of softmax(S), unscaled"),
+        )
+        for name, value, target, band, why in checks:
+            if not abs(value - target) <= band * max(1.0, abs(target)):
+                return failed(
+                    f"For d_k = {d_k}, {name} = {value:.4g}, expected {target:.4g} ± {band * max(1.0, abs(target)):.3g}: "
+                    f"{why} (Exercise 3). Sample unit-variance Gaussian queries and keys with the given seed and "
+                    "report standard deviations (not variances).",
+                    counterexample=cx,
+                )
+    again = [ctx.head.statistics(16, T=16, n_samples=8, seed=s) for s in (seed, seed, seed + 1)]
+    if again[0] != again[1]:
+        return failed(
+            "score_scale_statistics gave different numbers for the same seed: draw Q and K from "
+            "torch.Generator().manual_seed(seed), not from the global random state (Exercise 3 asks for a "
+            "reproducible measurement)."
+        )
+    if again[0] == again[2]:
+        return failed("score_scale_statistics gave identical numbers for different seeds: use the seed argument.")
+    return passed("Raw score std ≈ sqrt(d_k), scaled std ≈ 1, and typical largest weights agree (d_k = 16, 64, 256).")

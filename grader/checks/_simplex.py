@@ -1,0 +1,132 @@
+"""Attention rows live in a simplex (Proposition 3.1), on the prefix face when masked (Definition 4.1)."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed, ref_attention
+from grader.compare import ROW_SUM_TOLERANCE, dtype_name
+from grader.inputs import FAMILIES, Case
+
+
+@check(
+    "row_stochastic",
+    title="every weight is nonnegative and every row sums to one",
+    cites="Proposition 3.1",
+)
+def row_stochastic(ctx: Ctx) -> Verdict:
+    """Proposition 3.1: each attention row is a probability vector (entries >= 0, sum 1), masked or not."""
+    for dtype in (torch.float64, torch.float32):
+        tol = ROW_SUM_TOLERANCE[dtype]
+        for case in ctx.cases(FAMILIES, dtype=dtype):
+            for causal in (True, False):
+                w = ctx.head.attention(case, causal=causal).weights
+                neg = w < 0
+                if bool(neg.any()) or not bool(torch.isfinite(w).all()):
+                    idx = tuple(int(i) for i in (neg | ~torch.isfinite(w)).nonzero()[0])
+                    return failed(
+                        f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite "
+                        "(Proposition 3.1).",
+                        counterexample=case.counterexample(ctx.base_seed, causal=causal),
+                        heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=idx[0]),
+                    )
+                dev = (w.double().sum(-1) - 1).abs()
+                if float(dev.max()) > tol:
+                    b, i = (int(v) for v in (dev == dev.max()).nonzero()[0])
+                    return failed(
+                        f"Row {i} of batch element {b} sums to {float(w[b, i].double().sum()):.10g}, not 1 "
+                        f"(up to {tol:g} allowed in {dtype_name(dtype)}); every attention row is a probability "
+                        "vector (Proposition 3.1). Normalise over the keys, after masking.",
+                        counterexample=case.counterexample(ctx.base_seed, causal=causal),
+                        heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=b),
+                    )
+    return passed("All weights are nonnegative and every row sums to one (float64 and float32).")
+
+
+@check(
+    "causal_mask",
+    title="the strict upper triangle is exactly zero and the first row is (1, 0, ..., 0)",
+    cites="Definition 4.1",
+)
+def causal_mask(ctx: Ctx) -> Verdict:
+    """Definition 4.1: with causal=True, weights[b, i, j] == 0 exactly for j > i, and row 0 is e_1."""
+    for dtype in (torch.float64, torch.float32):
+        for case in ctx.cases(FAMILIES[1:], dtype=dtype):
+            w = ctx.head.attention(case).weights
+            T = case.shape.T
+            upper = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+            leak = w[:, upper]
+            if bool((leak != 0).any()):
+                b, i, j = _first_nonzero_above(w, upper)
+                return failed(
+                    f"weights[{b}, {i}, {j}] = {float(w[b, i, j]):.4g}, but query {i} may only attend to keys "
+                    f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1). Mask the scores "
+                    "with -inf before the softmax.",
+                    counterexample=case.counterexample(ctx.base_seed),
+                    heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case)[1], batch=b),
+                )
+            first = w[:, 0, :].double()
+            e1 = torch.zeros_like(first)
+            e1[:, 0] = 1
+            if not torch.equal(first, e1):
+                b = int((first != e1).any(-1).nonzero()[0])
+                return failed(
+                    f"Row 0 of batch element {b} is {[round(float(v), 4) for v in first[b]]}, but the first "
+                    "query has exactly one permitted key, so its row is (1, 0, ..., 0) (Definition 4.1).",
+                    counterexample=case.counterexample(ctx.base_seed),
+                    heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case)[1], batch=b),
+                )
+    return passed("The strict upper triangle is exactly zero and row 0 is e_1 (float64 and float32).")
+
+
+def _first_nonzero_above(w: torch.Tensor, upper: torch.Tensor) -> tuple[int, int, int]:
+    mask = (w != 0) & upper
+    b, i, j = (int(v) for v in mask.nonzero()[0])
+    return b, i, j
+
+
+def _offset_values_case(case: Case) -> Case:
+    """Give every value a common offset far from the origin, so weights that do not sum to one
+    (which shrink or stretch the average towards 0) leave the convex hull."""
+    X = case.X.clone()
+    X[..., -1] = 3.0
+    W_V = case.W_V.clone()
+    W_V[-1, :] = 1.0
+    return Case(X, case.W_Q, case.W_K, W_V, case.shape, case.seed, case.params + (("value_offset", 3.0),))
+
+
+@check(
+    "convex_hull",
+    title="output row i lies in the convex hull of the values v_1..v_i",
+    cites="Corollary 3.2 (prefix form, Section 4)",
+)
+def convex_hull(ctx: Ctx) -> Verdict:
+    """Corollary of Proposition 3.1, prefix form: out_i is a convex combination of v_1..v_i, so for every
+    direction u, min_{j<=i} <u, v_j> <= <u, out_i> <= max_{j<=i} <u, v_j>."""
+    g = torch.Generator().manual_seed(ctx.seed(99))
+    for case in ctx.cases(FAMILIES[2:]):
+        case = _offset_values_case(case)
+        call = ctx.head.attention(case)
+        V = case.X @ case.W_V  # (B, T, d) @ (d, d_v) -> (B, T, d_v)
+        d_v = V.shape[-1]
+        dirs = torch.cat([torch.eye(d_v, dtype=torch.float64), torch.randn(8, d_v, generator=g, dtype=torch.float64)])
+        proj_v = V @ dirs.T  # (B, T, n_dirs): <u, v_j>
+        proj_o = call.out.double() @ dirs.T  # (B, T, n_dirs): <u, out_i>
+        T = case.shape.T
+        for i in range(T):
+            lo = proj_v[:, : i + 1].amin(dim=1)  # (B, n_dirs)
+            hi = proj_v[:, : i + 1].amax(dim=1)
+            slack = 1e-10 * (1 + proj_v.abs().amax())
+            below, above = proj_o[:, i] < lo - slack, proj_o[:, i] > hi + slack
+            bad = below | above | ~torch.isfinite(proj_o[:, i])
+            if bool(bad.any()):
+                b, k = (int(v) for v in bad.nonzero()[0])
+                return failed(
+                    f"out[{b}, {i}] is outside the convex hull of the permitted values v_0..v_{i}: along "
+                    f"direction #{k}, <u, out> = {float(proj_o[b, i, k]):.6g} but the values span "
+                    f"[{float(lo[b, k]):.6g}, {float(hi[b, k]):.6g}]. Attention averages the permitted values "
+                    "with weights that are >= 0 and sum to 1 (Corollary of Proposition 3.1).",
+                    counterexample=case.counterexample(ctx.base_seed),
+                    heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, case)[1], batch=b),
+                )
+    return passed("Every output row lies in the convex hull of its permitted values.")

@@ -1,0 +1,420 @@
+"""Exercise 2: the student's own tests, graded with wheats and chaffs (the Examplar method).
+
+The suite runs with pytest against instructor heads, never against the student's head: once against
+the reference (the *wheat*), which it must pass, and once against every known bug in scope (a *chaff*),
+each of which it should reject (some test fails). The score is the fraction of chaffs caught; a missed
+chaff is reported as the property a test should have checked, never as code.
+
+Every run gets a fresh sandboxed worker (same limits and protections as a submission's head) whose
+folder holds only the student's files and one head as ``attention_head.py``. Heads are disguised
+alike (:func:`disguised_head`) and the pytest arguments never change, so a suite can tell the heads
+apart only by how they behave. The wheat runs first (a suite that fails on a correct head stops
+there) and again at a random place among the chaffs, so a suite that keeps state between runs
+cannot learn which run is the correct head from the order. The verdict is read from the JUnit XML
+that pytest writes inside the worker, treated as untrusted data (:func:`parse_junit`) and
+cross-checked with pytest's exit code. A suite that hangs, exits or leaves no valid report is
+treated like a hostile head: 0 points, and the message says what happened.
+
+Scope: the chaffs of ``causal_self_attention`` (the head Exercise 2 asks to test) always count; the
+chaffs of another contract function count only when the test files mention its name, so a suite is
+graded on the functions it tests. Chaffs that only the ``performance`` or ``forbidden_api`` checks
+catch compute the reference's values; no property test can reject them, and they are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import random
+import re
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
+from grader.diagnosis import indistinguishable
+from grader.library import KnownHead, known_heads, reference_path
+from grader.rubric import EntryPoints, Rubric
+from grader.sandbox import Reply, Sandbox, SandboxLimits, WorkerPool
+
+ALWAYS_IN_SCOPE = ("causal_self_attention",)
+XML_CAP = 1 << 20  # bytes; the worker ships at most one byte more
+TEST_SHARE = 0.25  # one test phase may use this share of a call's time limit, so a slow test is named
+TEXT_CAP = 600  # characters of a failure message quoted back
+SHOWN_FAILURES = 3
+OWN_SLOTS = 2  # a private pool runs two suites at once (the grading machines have two cores)
+
+Outcome = Literal["passed", "failed", "empty", "broken", "timeout"]
+
+
+@dataclass(frozen=True)
+class TestCase:
+    id: str  # "test_file.py::test_name"
+    outcome: Literal["passed", "failed", "error", "skipped"]
+    message: str = ""
+
+
+@dataclass
+class Run:
+    """What one pytest session against one head came to."""
+
+    outcome: Outcome
+    cases: list[TestCase] = field(default_factory=list)
+    detail: str = ""  # why a run is broken, timed out or empty
+    duration_s: float = 0.0
+
+    @property
+    def failures(self) -> list[TestCase]:
+        return [c for c in self.cases if c.outcome in ("failed", "error")]
+
+
+# ---- the student's files -------------------------------------------------------------------------
+
+
+def is_test_file(name: str) -> bool:
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def suite_files(submission_dir: Path, module: str) -> tuple[dict[str, bytes], list[str]]:
+    """The files a suite folder gets (flat: top level first, then tests/), and notes about any dropped.
+
+    The student's own ``<module>.py`` is never copied: the head under test takes its place.
+    """
+    files: dict[str, bytes] = {}
+    notes: list[str] = []
+    for folder in (submission_dir, submission_dir / "tests"):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.py")):
+            if folder == submission_dir and path.name == f"{module}.py":
+                continue
+            if path.name in files:
+                notes.append(f"tests/{path.name} was not run: a file of the same name is at the top level.")
+                continue
+            files[path.name] = path.read_bytes()
+    return files, notes
+
+
+def in_scope(chaffs: tuple[KnownHead, ...], test_sources: str, entry: EntryPoints) -> list[KnownHead]:
+    """The chaffs a suite is graded on (see the module docstring)."""
+
+    def mentioned(function: str) -> bool:
+        return re.search(rf"\b{re.escape(getattr(entry, function))}\b", test_sources) is not None
+
+    return [
+        c
+        for c in chaffs
+        if not indistinguishable(c) and (c.function in ALWAYS_IN_SCOPE or mentioned(c.function))
+    ]
+
+
+# ---- the heads a suite meets ---------------------------------------------------------------------
+
+
+def disguised_head(override: str | None, entry: EntryPoints | None = None) -> str:
+    """The module a suite imports: the reference with ``override``'s definitions put in their place.
+
+    Comments are dropped, the reference's docstrings and annotations are kept on replaced definitions,
+    and an override's extra imports move into the function that uses them, so the wheat and every
+    chaff share one layout, one set of module names and one signature per function. Renamed entry
+    points (rubric) get aliases.
+    """
+    module = ast.parse(reference_path().read_text(encoding="utf-8"))
+    if override is not None:
+        _put_in_place(module, ast.parse(override))
+    for name, alias in (entry or EntryPoints()).model_dump().items():
+        if name != "module" and alias != name:
+            module.body.append(ast.parse(f"{alias} = {name}").body[0])
+    return ast.unparse(ast.fix_missing_locations(module)) + "\n"
+
+
+_Def = ast.FunctionDef | ast.ClassDef
+
+
+def _put_in_place(module: ast.Module, override: ast.Module) -> None:
+    known = {ast.unparse(n) for n in module.body if isinstance(n, ast.Import | ast.ImportFrom)}
+    imports = [n for n in override.body if isinstance(n, ast.Import | ast.ImportFrom) and ast.unparse(n) not in known]
+    defs = {n.name: n for n in override.body if isinstance(n, _Def)}
+    stray = [n for n in override.body if not isinstance(n, ast.Import | ast.ImportFrom | _Def)]
+    if stray:
+        raise ValueError(f"a known head may only define functions and classes; found {ast.unparse(stray[0])!r}")
+    for i, node in enumerate(module.body):
+        if isinstance(node, _Def) and node.name in defs:
+            module.body[i] = _dressed_like(defs.pop(node.name), node, imports)
+    if defs:
+        raise ValueError(f"a known head may only redefine reference names; {sorted(defs)} are new")
+
+
+def _dressed_like(new: _Def, old: _Def, imports: list[ast.stmt]) -> _Def:
+    doc = ast.get_docstring(old, clean=False)
+    body = [s for s in new.body if s is not _docstring_node(new)]
+    new.body = ([ast.Expr(ast.Constant(doc))] if doc is not None else []) + list(imports) + body
+    if isinstance(new, ast.FunctionDef) and isinstance(old, ast.FunctionDef):
+        annotations = {a.arg: a.annotation for a in old.args.args + old.args.kwonlyargs}
+        for a in new.args.args + new.args.kwonlyargs:
+            a.annotation = annotations.get(a.arg, a.annotation)
+        new.returns = old.returns
+    return new
+
+
+def _docstring_node(node: _Def) -> ast.stmt | None:
+    first = node.body[0] if node.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first
+    return None
+
+
+# ---- one run -------------------------------------------------------------------------------------
+
+
+def run_suite(
+    files: dict[str, bytes], head: str, limits: SandboxLimits, pool: WorkerPool, module: str = "attention_head"
+) -> Run:
+    """Run the test files with pytest in a fresh worker whose folder holds them and ``head``."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="step4-suite-") as tmp:
+        folder = Path(tmp)
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        (folder / f"{module}.py").write_text(head, encoding="utf-8")
+        params = {
+            "tests": sorted(n for n in files if is_test_file(n)),
+            "test_timeout_s": limits.per_call_timeout_s * TEST_SHARE,
+        }
+        with Sandbox(folder, limits, pool=pool, module=module) as sandbox:
+            reply = sandbox.request("pytest", params, {}, timeout_s=limits.per_call_timeout_s)
+    run = judge_reply(reply)
+    run.duration_s = time.perf_counter() - t0
+    return run
+
+
+def judge_reply(reply: Reply) -> Run:
+    """A run's outcome from the worker's reply: pytest's exit code and its JUnit XML, cross-checked."""
+    if reply.status in ("timeout", "budget"):
+        return Run("timeout", detail=reply.message)
+    if reply.status == "import_error":  # the head is the instructor's: this is the grader's failure
+        raise RuntimeError(f"an instructor head failed to import in the sandbox: {reply.message}")
+    if reply.status != "ok":
+        return Run("broken", detail=reply.message)
+    code = reply.header.get("exit_code")
+    parsed = parse_junit(reply.header.get("xml"))
+    if isinstance(parsed, str):
+        return Run("broken", detail=f"{parsed} (pytest exit code {code})")
+    cases = parsed
+    bad = [c for c in cases if c.outcome in ("failed", "error")]
+    ran = [c for c in cases if c.outcome == "passed"]
+    if code == 0 and not bad:
+        return Run("passed", cases) if ran else Run("empty", cases, "every test was skipped")
+    if code in (1, 2) and bad:  # 1: tests failed; 2: interrupted, e.g. a test file failed to import
+        return Run("failed", cases)
+    if code == 5 and not cases:
+        return Run("empty", cases, "pytest collected no tests (test functions are named test_...)")
+    return Run("broken", cases, f"pytest exit code {code} does not agree with its report ({len(bad)} failures)")
+
+
+def parse_junit(text: object) -> list[TestCase] | str:
+    """The test cases of a JUnit XML report, or why the report cannot be used.
+
+    The XML comes from a process that ran student code: it is size-capped, must not hold a DTD or
+    entities, and its per-suite counts must agree with the test cases it lists.
+    """
+    if not isinstance(text, str):
+        return "pytest wrote no report"
+    if len(text.encode("utf-8", "replace")) > XML_CAP:
+        return f"the test report is larger than {XML_CAP} bytes"
+    if re.search(r"<!(DOCTYPE|ENTITY)", text, re.IGNORECASE):
+        return "the test report declares a DTD or entities"
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        return f"the test report is not valid XML ({exc})"
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
+    if not suites:
+        return f"the test report has no <testsuite> (root <{root.tag[:40]}>)"
+    cases: list[TestCase] = []
+    for suite in suites:
+        testcases = suite.findall("testcase")
+        for key, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+            n = sum(len(tc.findall(tag)) for tc in testcases)
+            if suite.get(key, "0") != str(n):
+                return f"the test report says {key}={suite.get(key)!r} but lists {n}"
+        cases += [_case(tc) for tc in testcases]
+    return cases
+
+
+def _case(tc: ET.Element) -> TestCase:
+    module, _, cls = (tc.get("classname") or "").partition(".")
+    test_id = (f"{module}.py::" + (f"{cls}::" if cls else "") + (tc.get("name") or "?"))[:200]
+    for tag, outcome in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
+        el = tc.find(tag)
+        if el is None:
+            continue
+        message = (el.get("message") or "").strip()
+        lines = [re.sub(r"^E\s+", "", ln).strip() for ln in (el.text or "").splitlines() if ln.strip()]
+        if lines and lines[-1] not in message:  # e.g. "collection failure" + the ImportError line
+            message = f"{message}: {lines[-1]}" if message else lines[-1]
+        return TestCase(test_id, outcome, message[:TEXT_CAP])  # type: ignore[arg-type]
+    return TestCase(test_id, "passed")
+
+
+# ---- the whole suite -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _pool_for(pool: WorkerPool | None, limits: SandboxLimits, jobs: int | None) -> Iterator[tuple[WorkerPool, int]]:
+    """The caller's pool (one run at a time unless told), or a private pool of ``OWN_SLOTS`` slots."""
+    if pool is not None:
+        yield pool, jobs or 1
+        return
+    with WorkerPool(jobs or OWN_SLOTS, uid_base=limits.sandbox_uid_base) as own:
+        yield own, jobs or OWN_SLOTS
+
+
+def grade_suite(
+    submission_dir: Path,
+    rubric: Rubric,
+    *,
+    pool: WorkerPool | None = None,
+    jobs: int | None = None,
+    rng: random.Random | None = None,
+) -> Verdict:
+    """The student_tests verdict for the suite in ``submission_dir`` (see the module docstring).
+
+    ``pool``: where the runs get workers (default: a private pool); ``jobs``: runs at once (default 1
+    on a given pool, whose other slots may be busy); ``rng``: the run order (default: unpredictable).
+    """
+    entry, limits = rubric.entry_points, rubric.limits
+    files, notes = suite_files(submission_dir, entry.module)
+    tests = [n for n in files if is_test_file(n)]
+    if not tests:
+        return skipped(
+            "Your submission has no test files (test_*.py at its top level or in tests/). Exercise 2 asks "
+            "you to test your head; start from test_attention_head.py in the student template."
+        )
+    sources = "\n".join(files[n].decode("utf-8", "replace") for n in tests)
+    chaffs = in_scope(known_heads("chaff"), sources, entry)
+    rng = rng or random.SystemRandom()
+    order: list[KnownHead | None] = list(chaffs)
+    rng.shuffle(order)
+    order.insert(rng.randrange(len(order) + 1), None)  # the second wheat run, somewhere among the chaffs
+    deadline = time.monotonic() + limits.per_submission_timeout_s
+
+    def run(head: KnownHead | None) -> Run | None:
+        if time.monotonic() > deadline:
+            return None
+        override = None if head is None else head.path.read_text(encoding="utf-8")
+        return run_suite(files, disguised_head(override, entry), limits, active, entry.module)
+
+    with _pool_for(pool, limits, jobs) as (active, width):
+        first = run(None)
+        assert first is not None
+        if first.outcome != "passed":
+            return _wheat_verdict(first, first=True, notes=notes)
+        runs = _run_all(order, run, width)
+    missed: list[KnownHead] = []
+    for head, result in zip(order, runs):
+        if result is None:
+            continue
+        if head is None and result.outcome != "passed":
+            return _wheat_verdict(result, first=False, notes=notes)
+        if result.outcome in ("broken", "timeout"):
+            return _misbehaved(result, "one of the instructor's buggy heads", notes)
+        if head is not None and result.outcome != "failed":
+            missed.append(head)
+    unrun = [h for h, r in zip(order, runs) if r is None and h is not None]
+    if unrun:
+        return _out_of_time(chaffs, missed, unrun, limits, notes)
+    return _score(chaffs, missed, notes)
+
+
+def _run_all(
+    order: list[KnownHead | None], run: Callable[[KnownHead | None], Run | None], jobs: int
+) -> list[Run | None]:
+    """Run every head (``jobs`` at a time); after a run that hangs or breaks, start no more."""
+    results: list[Run | None] = [None] * len(order)
+    with ThreadPoolExecutor(max_workers=jobs) as executor:
+        futures = {executor.submit(run, head): k for k, head in enumerate(order)}
+        for future in as_completed(futures):
+            results[futures[future]] = result = future.result()
+            if result is not None and result.outcome in ("broken", "timeout"):
+                for other in futures:
+                    other.cancel()
+    return results
+
+
+def _score(chaffs: list[KnownHead], missed: list[KnownHead], notes: list[str]) -> Verdict:
+    caught = len(chaffs) - len(missed)
+    fraction = caught / len(chaffs) if chaffs else 1.0
+    head = (
+        f"Your tests pass on a correct head and catch {caught} of {len(chaffs)} known bugs "
+        f"({100 * fraction:.0f}%); a bug is caught when at least one test fails on it."
+    )
+    if not missed:
+        return passed(head, fraction=fraction, notes=notes)
+    lines = [head, "Properties no test checked yet (add a test for each):"]
+    ordered = sorted(missed, key=chaffs.index)  # catalog order: the same suite gives the same message
+    lines += [f"- {c.missed_property[:1].upper()}{c.missed_property[1:]}." for c in ordered]
+    return failed("\n".join(lines), fraction=fraction, notes=notes)
+
+
+def _wheat_verdict(run: Run, *, first: bool, notes: list[str]) -> Verdict:
+    if run.outcome in ("broken", "timeout"):
+        return _misbehaved(run, "a correct head", notes)
+    if run.outcome == "empty":
+        return skipped(f"No test of yours ran on a correct head: {run.detail}.")
+    shown = "\n".join(f"- {c.id}: " + c.message.replace("\n", "\n  ") for c in run.failures[:SHOWN_FAILURES])
+    more = len(run.failures) - SHOWN_FAILURES
+    shown += f"\n- ... and {more} more" if more > 0 else ""
+    if first:
+        lead = (
+            f"{len(run.failures)} of your tests fail on a correct head, so they would reject a right answer; "
+            "this check gives no points until every test passes on it."
+        )
+        advice = "Check each assertion against the lecture result it cites, and the tolerance it allows."
+    else:
+        lead = (
+            "Your tests passed on a correct head once and failed on the same head in a later run: "
+            "their result depends on chance or on earlier runs."
+        )
+        advice = "Seed every random input (torch.Generator().manual_seed(...)) and keep no state between runs."
+    return failed(f"{lead}\n{shown}\n{advice}", notes=notes)
+
+
+def _misbehaved(run: Run, against: str, notes: list[str]) -> Verdict:
+    what = "did not finish" if run.outcome == "timeout" else "did not complete a test run"
+    message = f"Your tests {what} against {against}: {run.detail}. Tests must run to the end and report."
+    return Verdict("timeout" if run.outcome == "timeout" else "error", message, notes=notes)  # type: ignore[arg-type]
+
+
+def _out_of_time(
+    chaffs: list[KnownHead], missed: list[KnownHead], unrun: list[KnownHead], limits: SandboxLimits,
+    notes: list[str],
+) -> Verdict:  # fmt: skip
+    verdict = _score(chaffs, missed + unrun, notes)
+    verdict.status = "timeout"  # type: ignore[assignment]
+    verdict.message = (
+        f"Your tests took more than {limits.per_submission_timeout_s:g} s over all the instructor's heads; "
+        f"{len(unrun)} heads were not run and count as missed. Keep tests small (T <= 16).\n" + verdict.message
+    )
+    return verdict
+
+
+# ---- the check -----------------------------------------------------------------------------------
+
+
+@check(
+    "student_tests",
+    title="your own tests pass on a correct head and catch known bugs",
+    cites="Exercise 2",
+    needs=(),
+)
+def student_tests(ctx: Ctx) -> Verdict:
+    """Exercise 2: the student's tests pass on the reference and fail on each known buggy head."""
+    if ctx.submission_dir is None:
+        return skipped("This grading run has no submission folder, so your tests could not be run.")
+    return grade_suite(ctx.submission_dir, ctx.rubric, pool=ctx.pool)

@@ -1,0 +1,53 @@
+"""Unmasked attention is permutation-equivariant (Theorem 6.1); the causal mask breaks it (Remark 6.3)."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._base import Ctx, Verdict, check, failed, passed
+from grader.compare import Tolerance, mismatch
+from grader.inputs import FAMILIES
+
+EQUIVARIANCE_TOL = Tolerance(rtol=1e-10, atol=1e-12)  # not bitwise: permuted GEMMs round differently
+
+
+@check(
+    "permutation_equivariance",
+    title="row-permuted unmasked inputs give row-permuted outputs; the causal head is not equivariant",
+    cites="Theorem 6.1 and Remark 6.3",
+)
+def permutation_equivariance(ctx: Ctx) -> Verdict:
+    """Theorem 6.1: with causal=False, Attn(P X) = P Attn(X) and A(P X) = P A P^T. Remark 6.3: with the
+    causal mask, a swap of the first two rows changes the result beyond permutation."""
+    g = torch.Generator().manual_seed(ctx.seed(1))
+    for case in ctx.cases(FAMILIES[2:]):
+        T = case.shape.T
+        perm = torch.randperm(T, generator=g)
+        if T > 1 and bool((perm == torch.arange(T)).all()):
+            perm = torch.roll(perm, 1)
+        base = ctx.head.attention(case, causal=False)
+        moved = ctx.head.attention(case.with_X(case.X[:, perm]), causal=False)
+        expected_w = base.weights[:, perm][:, :, perm]
+        for what, got, exp in (("out", moved.out, base.out[:, perm]), ("weights", moved.weights, expected_w)):
+            bad = mismatch(got, exp, EQUIVARIANCE_TOL, f"{what}(P X) vs P {what}(X)")
+            if bad is not None:
+                return failed(
+                    f"Unmasked attention (causal=False) is not permutation-equivariant: permuting the input "
+                    f"rows by {perm.tolist()} did not permute the {what} the same way (Theorem 6.1). Check "
+                    "that causal=False really removes the mask and that nothing depends on absolute "
+                    f"positions.\n{bad.text()}",
+                    counterexample=case.counterexample(ctx.base_seed, causal=False),
+                )
+    case = next(ctx.cases(FAMILIES[3:4]))
+    swap = torch.tensor([1, 0, *range(2, case.shape.T)])
+    masked = ctx.head.attention(case)
+    masked_swapped = ctx.head.attention(case.with_X(case.X[:, swap]))
+    gap = float((masked_swapped.out - masked.out[:, swap]).abs().max())
+    if gap < 1e-9:
+        return failed(
+            "With causal=True your head is permutation-equivariant (swapping rows 0 and 1 only swapped the "
+            f"outputs; difference {gap:.3g}). The causal mask must break this symmetry: row 0 can read only "
+            "itself (Remark 6.3). Is the mask applied when causal=True?",
+            counterexample=case.counterexample(ctx.base_seed, causal=True),
+        )
+    return passed("Unmasked attention is equivariant; the causal head is not (as it must not be).")

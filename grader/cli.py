@@ -1,0 +1,146 @@
+"""The ``grade`` command: argument parsing and exit codes; all work happens in the runner.
+
+    grade SUBMISSION [--rubric F] [--json F] [--html F] [--only ID ...] [--seed N] [--fail-under X]
+    grade schema                      print the JSON Schema of --json output
+
+Exit status: 0 after grading, 1 when the score is under --fail-under, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.exports import result_json, result_schema, write_atomic
+from grader.models import GradeResult
+from grader.rubric import RubricError, load_rubric
+from grader.submission import SubmissionError
+
+USAGE_ERROR = 2
+
+
+def _grade_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="grade",
+        description="Grade a Project Step 4 attention head against the lecture's theorems.",
+        epilog="Other commands: grade schema | grade batch | grade gradescope | grade gradescope-bundle "
+        "(each has --help).",
+    )
+    p.add_argument("submission", type=Path, help="attention_head.py, a folder holding it, a .zip or a .ipynb")
+    p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write results as JSON (and the HTML report beside it)")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the HTML feedback report")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML: one testcase per check (CI)")
+    p.add_argument("--only", nargs="+", metavar="ID", help="run only these checks")
+    p.add_argument("--seed", type=int, help="base seed (default: the rubric's); failures print the one to reuse")
+    p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 when the score is under this percentage")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run the head (default cpu)")
+    p.add_argument("--quiet", action="store_true", help="print only the score line")
+    return p
+
+
+def _fail(console: Console, message: str) -> int:
+    console.print(f"[bold red]grade: error:[/] {message}", highlight=False)
+    return USAGE_ERROR
+
+
+def grade_main(argv: list[str]) -> int:
+    args = _grade_parser().parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        rubric = load_rubric(args.rubric)
+    except RubricError as exc:
+        return _fail(err, str(exc))
+    unknown = [c for c in args.only or [] if c not in rubric.checks]
+    if unknown:
+        return _fail(err, f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return _fail(err, "--device cuda was given but torch sees no CUDA GPU on this machine")
+    from grader.runner import grade  # imported late: keeps `grade --help` fast
+
+    try:
+        result = grade(args.submission, rubric, seed=args.seed, only=args.only, device=args.device)
+    except SubmissionError as exc:
+        return _fail(err, str(exc))
+    _write_outputs(result, args.json, args.html, args.junit)
+    _print(result, console, quiet=args.quiet)
+    if args.fail_under is not None and result.percent < args.fail_under:
+        return 1
+    return 0
+
+
+def _write_outputs(
+    result: GradeResult, json_path: Path | None, html_path: Path | None, junit_path: Path | None = None
+) -> None:
+    if junit_path is not None:
+        from grader.report.junit import render_junit
+
+        write_atomic(junit_path, render_junit(result))
+    if json_path is not None:
+        write_atomic(json_path, result_json(result))
+        if html_path is None:
+            html_path = json_path.with_suffix(".html")
+    if html_path is not None:
+        from grader.report.html import render_html
+
+        write_atomic(html_path, render_html(result))
+
+
+def _print(result: GradeResult, console: Console, *, quiet: bool) -> None:
+    from grader.report.terminal import render_terminal
+
+    if quiet:
+        console.print(f"{result.score:g} / {result.max_score:g}")
+    else:
+        render_terminal(result, console)
+
+
+def schema_main(argv: list[str]) -> int:
+    argparse.ArgumentParser(prog="grade schema", description="Print the JSON Schema of grade --json.").parse_args(argv)
+    sys.stdout.write(result_schema())
+    return 0
+
+
+def _batch_main(argv: list[str]) -> int:
+    from grader.batch import batch_main
+
+    return batch_main(argv)
+
+
+def _gradescope_main(argv: list[str]) -> int:
+    from grader.gradescope import gradescope_main
+
+    return gradescope_main(argv)
+
+
+def _bundle_main(argv: list[str]) -> int:
+    from grader.gradescope import bundle_main
+
+    return bundle_main(argv)
+
+
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "schema": schema_main,
+    "batch": _batch_main,
+    "gradescope": _gradescope_main,
+    "gradescope-bundle": _bundle_main,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
+    return grade_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,406 @@
+"""The one boundary between checks and student code: a proxy over the isolated worker.
+
+Each method asks the worker to run one contract function and returns plain, validated tensors.
+Anything else — an exception in student code, a crash, a timeout, a value of the wrong type, shape
+or dtype — raises :class:`StudentFailure`, which the runner turns into the check's verdict. Checks
+therefore read like mathematics and never see the sandbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import torch
+
+from grader.compare import dtype_name
+from grader.inputs import Case
+from grader.rubric import EntryPoints
+
+CORE = ("causal_self_attention", "gaussian_positional_weights", "gaussian_positional_qk", "score_scale_statistics")
+EXTENSIONS = ("streaming_attention", "KVCache", "cached_attention_step")
+
+
+class StudentFailure(Exception):
+    """Student code did not produce a usable answer; carries the verdict status and message."""
+
+    def __init__(self, status: Literal["failed", "error", "timeout"], message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class MissingFunction(StudentFailure):
+    def __init__(self, name: str, optional: bool) -> None:
+        super().__init__("error", f"the submission defines no `{name}`")
+        self.name = name
+        self.optional = optional
+
+
+class _Reply(Protocol):
+    status: str
+    header: dict[str, Any]
+    tensors: dict[str, torch.Tensor]
+    message: str
+
+
+class _Sandbox(Protocol):
+    def request(
+        self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float | None = None
+    ) -> _Reply: ...
+
+
+@dataclass
+class HeadCall:
+    """What one call of ``causal_self_attention`` produced, already validated."""
+
+    out: torch.Tensor
+    weights: torch.Tensor
+    times: list[float] = field(default_factory=list)
+    traced: list[str] = field(default_factory=list)
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+    jacobian: torch.Tensor | None = None
+    inputs_after: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+class Head:
+    """The student's module as the checks see it."""
+
+    def __init__(self, sandbox: _Sandbox, entry: EntryPoints) -> None:
+        self._sandbox = sandbox
+        self._entry = entry
+        self._found: dict[str, str] | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _request(self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor]) -> _Reply:
+        reply = self._sandbox.request(op, params, tensors)
+        if reply.status == "ok":
+            return reply
+        if reply.status in ("timeout", "budget"):
+            raise StudentFailure("timeout", reply.message)
+        raise StudentFailure("error", reply.message)
+
+    def found(self) -> dict[str, str]:
+        """Contract names the module defines, mapped to 'callable' or the type found."""
+        if self._found is None:
+            names = [getattr(self._entry, n) for n in CORE + EXTENSIONS]
+            self._found = self._request("attrs", {"names": names}, {}).header["found"]
+        return self._found
+
+    def require(self, name: str, *, optional: bool = False) -> str:
+        """The submission's name for contract function ``name``; raises if it is absent."""
+        actual = getattr(self._entry, name)
+        kind = self.found().get(actual)
+        if kind is None:
+            raise MissingFunction(actual, optional)
+        if kind != "callable":
+            raise StudentFailure("error", f"`{actual}` is a {kind}, not a function")
+        return actual
+
+    def _call(self, name: str, args: list[Any], tensors: dict[str, torch.Tensor], **options: Any) -> _Reply:
+        fn = self.require(name, optional=name in EXTENSIONS)
+        return self._request("call", {"fn": fn, "args": args, **options}, tensors)
+
+    @staticmethod
+    def _items(reply: _Reply, fn: str, n: int) -> list[torch.Tensor]:
+        """The ``n`` tensors of a tuple result, or a StudentFailure describing what came back."""
+        res = reply.header["result"]
+        items = res.get("items", [])
+        if res["kind"] not in ("tuple", "list") or len(items) != n:
+            got = res["kind"] if res["kind"] != "single" else items[0]["type"]
+            if res["kind"] in ("tuple", "list"):
+                got = f"a {res['kind']} of {len(items)} values"
+            raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {got}")
+        out = []
+        for k, item in enumerate(items):
+            if "name" not in item:
+                problem = item.get("problem", "")
+                raise StudentFailure(
+                    "failed", f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}"
+                )
+            out.append(reply.tensors[item["name"]])
+        return out
+
+    @staticmethod
+    def _expect(
+        t: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype | None, what: str, symbols: str = ""
+    ) -> None:
+        """A returned tensor of the wrong shape or dtype fails the check that asked for it."""
+        if tuple(t.shape) != shape:
+            expected = f"{symbols} = {_fmt_shape(shape)}" if symbols else _fmt_shape(shape)
+            raise StudentFailure("failed", f"{what} has shape {_fmt_shape(t.shape)}, expected {expected}")
+        if dtype is not None and t.dtype != dtype:
+            raise StudentFailure(
+                "failed", f"{what} has dtype {dtype_name(t.dtype)}, expected {dtype_name(dtype)} (the input dtype)"
+            )
+
+    # -- the contract -----------------------------------------------------------------------------
+
+    def attention(
+        self,
+        case: Case,
+        *,
+        causal: bool = True,
+        device: str = "cpu",
+        upstream: tuple[torch.Tensor, torch.Tensor] | None = None,
+        jacobian_upstream: torch.Tensor | None = None,
+        return_inputs: bool = False,
+        trace: list[str] | None = None,
+        repeat: int = 1,
+        no_grad: bool = False,
+    ) -> HeadCall:
+        """``causal_self_attention(X, W_Q, W_K, W_V, causal=causal)`` on ``case``, validated."""
+        fn = "causal_self_attention"
+        tensors = case.tensors()
+        options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "device": device, "repeat": repeat}
+        if upstream is not None:
+            tensors = {**tensors, "u_out": upstream[0], "u_w": upstream[1]}
+            options["grad"] = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {"0": "u_out", "1": "u_w"}}
+        if jacobian_upstream is not None:
+            tensors = {**tensors, "u_jac": jacobian_upstream}
+            options["jacobian_rows"] = {"wrt": "X", "output": 0, "upstream": "u_jac"}
+        options.update(return_inputs=return_inputs, trace=trace or [], no_grad=no_grad)
+        args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
+        reply = self._call(fn, args, tensors, **options)
+        out, weights = self._items(reply, fn, 2)
+        s = case.shape
+        self._expect(out, (s.B, s.T, s.d_v), case.X.dtype, "out", "(B, T, d_v)")
+        self._expect(weights, (s.B, s.T, s.T), case.X.dtype, "weights", "(B, T, T)")
+        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
+        if upstream is not None:
+            grads = reply.header["grads"]
+            if "problem" in grads:
+                raise StudentFailure("failed", f"cannot differentiate your head: {grads['problem']}")
+            if grads["missing"]:
+                missing = ", ".join(grads["missing"])
+                raise StudentFailure(
+                    "failed",
+                    f"your outputs do not depend (through autograd) on {missing}: the head must be "
+                    "differentiable in X and all three projections (no .detach(), .item() or numpy)",
+                )
+            call.grads = {k.removeprefix("g:"): v for k, v in reply.tensors.items() if k.startswith("g:")}
+        if jacobian_upstream is not None:
+            if "problem" in reply.header["jacobian"]:
+                raise StudentFailure("failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}")
+            call.jacobian = reply.tensors["jac"]
+        call.inputs_after = {k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")}
+        return call
+
+    def traced_calls(self, case: Case, names: list[str]) -> list[str]:
+        """Which of ``names`` one forward call reaches, whatever the call returns."""
+        args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
+        reply = self._call("causal_self_attention", args, case.tensors(), trace=names)
+        return list(reply.header.get("traced", []))
+
+    def gaussian_weights(self, T: int, bandwidth: float) -> torch.Tensor:
+        fn = "gaussian_positional_weights"
+        reply = self._call(fn, [{"v": T}, {"v": bandwidth}], {})
+        res = reply.header["result"]
+        if res["kind"] != "single" or "name" not in res["items"][0]:
+            raise StudentFailure("failed", f"`{fn}` must return one tensor; it returned {res['kind']}")
+        w = reply.tensors["r0"]
+        self._expect(w, (T, T), None, f"{fn}({T}, {bandwidth:g})")
+        return w
+
+    def gaussian_qk(self, T: int, bandwidth: float) -> tuple[torch.Tensor, torch.Tensor]:
+        fn = "gaussian_positional_qk"
+        Q, K = self._items(self._call(fn, [{"v": T}, {"v": bandwidth}], {}), fn, 2)
+        self._expect(Q, (T, 2), None, f"Q from {fn}({T}, {bandwidth:g})")
+        self._expect(K, (T, 2), None, f"K from {fn}({T}, {bandwidth:g})")
+        return Q, K
+
+    def statistics(self, d_k: int, *, T: int, n_samples: int, seed: int) -> dict[str, float]:
+        fn = "score_scale_statistics"
+        kwargs = {"T": {"v": T}, "n_samples": {"v": n_samples}, "seed": {"v": seed}}
+        reply = self._call(fn, [{"v": d_k}], {}, kwargs=kwargs)
+        res = reply.header["result"]
+        if res["kind"] != "dict":
+            raise StudentFailure("failed", f"`{fn}` must return a dict; it returned {res['kind']}")
+        values: dict[str, float] = {}
+        for key, item in res["entries"].items():
+            if item["type"] == "number":
+                values[key] = item["value"]
+            elif "name" in item and reply.tensors[item["name"]].numel() == 1:
+                values[key] = float(reply.tensors[item["name"]].double())
+        return values
+
+
+    # -- optional extensions and speed (Section 8, Aside 8.1, Section 8.1) ---------------------------
+
+    def _extension_request(
+        self,
+        names: tuple[str, ...],
+        op: str,
+        params: dict[str, Any],
+        tensors: dict[str, torch.Tensor],
+        stub_ok: bool,
+    ) -> _Reply:
+        """``_request`` for optional functions. When ``stub_ok`` (a check's first call), the template
+        stub's NotImplementedError raises :class:`NotAttempted`; later it is an ordinary error."""
+        reply = self._sandbox.request(op, params, tensors)
+        if reply.status == "error" and stub_ok and _is_not_implemented(reply):
+            raise NotAttempted(tuple(getattr(self._entry, n) for n in names))
+        if reply.status == "ok":
+            return reply
+        if reply.status in ("timeout", "budget"):
+            raise StudentFailure("timeout", reply.message)
+        raise StudentFailure("error", reply.message)
+
+    def streaming(
+        self,
+        Q: torch.Tensor,
+        K: torch.Tensor,
+        V: torch.Tensor,
+        block_size: int,
+        *,
+        causal: bool = True,
+        stub_ok: bool = False,
+    ) -> torch.Tensor:
+        """``streaming_attention(Q, K, V, block_size, causal=causal)``: (B, T, d_v) in Q's dtype."""
+        fn = self.require("streaming_attention", optional=True)
+        kwargs = {"causal": {"v": causal}}
+        params = {"fn": fn, "args": _qkv_args(block_size), "kwargs": kwargs, "no_grad": True}
+        reply = self._extension_request(("streaming_attention",), "call", params, _qkv(Q, K, V), stub_ok)
+        out = _single_tensor(reply, fn)
+        self._expect(out, (*Q.shape[:2], V.shape[2]), Q.dtype, f"{fn}(..., block_size={block_size})")
+        return out
+
+    def streaming_memory(
+        self, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, block_size: int, *, stub_ok: bool = False
+    ) -> PeakMemory:
+        """Peak torch allocation of one causal ``streaming_attention`` call, and of the dense formula."""
+        fn = self.require("streaming_attention", optional=True)
+        kwargs = {"causal": {"v": True}}
+        params = {"fn": fn, "args": _qkv_args(block_size), "kwargs": kwargs, "dense": ["Q", "K", "V"]}
+        name = ("streaming_attention",)
+        reply = self._extension_request(name, "peak_memory", params, _qkv(Q, K, V), stub_ok)
+        out = _single_tensor(reply, fn)
+        self._expect(out, (*Q.shape[:2], V.shape[2]), Q.dtype, f"{fn}(..., block_size={block_size})")
+        return PeakMemory(out, int(reply.header["peak_bytes"]), reply.header.get("dense_peak_bytes"))
+
+    def kv_decode(self, case: Case, *, stub_ok: bool = False) -> Decode:
+        """Feed ``case.X`` one position at a time to ``cached_attention_step`` with a fresh ``KVCache``."""
+        self.require("KVCache", optional=True)
+        fn = self.require("cached_attention_step", optional=True)
+        names = ("KVCache", "cached_attention_step")
+        reply = self._extension_request(names, "kv_cache", {}, case.tensors(), stub_ok)
+        s = case.shape
+        steps = []
+        for t, item in enumerate(reply.header["steps"]):
+            if "name" not in item:
+                problem = " with " + item["problem"] if item.get("problem") else ""
+                what = f"{item['type']}{problem} at step {t}"
+                raise StudentFailure("error", f"`{fn}` returned {what}, not a tensor")
+            y = reply.tensors[item["name"]]
+            self._expect(y, (s.B, s.d_v), case.X.dtype, f"`{fn}` output at step {t}")
+            steps.append(y)
+        kv = {w: reply.header[w] for w in ("keys", "values")}
+        return Decode(
+            steps=torch.stack(steps, dim=1),  # T x (B, d_v) -> (B, T, d_v)
+            lengths=[int(n) for n in reply.header["lengths"]],
+            keys=reply.tensors[kv["keys"]["name"]] if "name" in kv["keys"] else None,
+            values=reply.tensors[kv["values"]["name"]] if "name" in kv["values"] else None,
+            keys_type=kv["keys"]["type"],
+            values_type=kv["values"]["type"],
+        )
+
+    def time_head(
+        self, case: Case, *, rounds: int, budget_s: float, baseline_repeats: int = 1, device: str = "cpu"
+    ) -> Timing:
+        """Interleaved times of ``causal_self_attention`` and the worker's plain formula on ``case``."""
+        fn = self.require("causal_self_attention")
+        params = {"fn": fn, "rounds": rounds, "budget_s": budget_s, "baseline_repeats": baseline_repeats}
+        params["device"] = device
+        h = self._request("time_head", params, case.tensors()).header
+        clocks = ("student_s", "baseline_s", "student_cpu_s", "baseline_cpu_s")
+        return Timing(*([float(t) for t in h[k]] for k in clocks))
+
+    # -- appended: unjudged probes, for naming a known bug (grader/diagnosis.py) ----------------------
+
+    def probe(
+        self,
+        name: str,
+        args: list[Any],
+        tensors: dict[str, torch.Tensor],
+        *,
+        seed: int,
+        op: str = "seeded_call",
+        **options: Any,
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Contract function ``name`` run by ``op`` after ``torch.manual_seed(seed)``, not validated:
+        the worker's header and tensors as they came (``options`` as for the ``call`` op)."""
+        fn = self.require(name, optional=name in EXTENSIONS)
+        reply = self._request(op, {"fn": fn, "args": args, "seed": seed, **options}, tensors)
+        return reply.header, reply.tensors
+
+
+class NotAttempted(MissingFunction):
+    """An optional function that is still the template stub: it raises NotImplementedError."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        super().__init__(names[0], optional=True)
+        which = " or ".join(f"`{n}`" for n in names)
+        self.message = f"{which} raises NotImplementedError (the template stub)"
+
+
+@dataclass
+class PeakMemory:
+    """One metered call: its result and the peak bytes torch allocated during it."""
+
+    result: torch.Tensor
+    peak_bytes: int
+    dense_peak_bytes: int | None  # the plain masked formula on the same inputs, in the same worker
+
+
+@dataclass
+class Decode:
+    """A whole decode through ``cached_attention_step`` with one fresh ``KVCache``."""
+
+    steps: torch.Tensor  # (B, T, d_v), step t's output in row t
+    lengths: list[int]  # len(cache) after each step
+    keys: torch.Tensor | None  # cache.keys after the last step; None when it is not a tensor
+    values: torch.Tensor | None
+    keys_type: str  # the type cache.keys had
+    values_type: str
+
+
+@dataclass
+class Timing:
+    """Interleaved times per call, in seconds, of the student's head and the worker's plain formula."""
+
+    student_s: list[float]  # wall clock
+    baseline_s: list[float]
+    student_cpu_s: list[float]  # CPU time of the worker process
+    baseline_cpu_s: list[float]
+
+
+def _qkv(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {"Q": Q, "K": K, "V": V}
+
+
+def _qkv_args(block_size: int) -> list[dict[str, Any]]:
+    return [{"t": "Q"}, {"t": "K"}, {"t": "V"}, {"v": block_size}]
+
+
+def _is_not_implemented(reply: _Reply) -> bool:
+    if reply.header.get("exc_type") == "NotImplementedError":
+        return True
+    lines = f"{reply.message}\n{reply.header.get('traceback', '')}".strip().splitlines()
+    return bool(lines) and any(line.startswith("NotImplementedError") for line in (lines[0], lines[-1]))
+
+
+def _single_tensor(reply: _Reply, fn: str) -> torch.Tensor:
+    """The one tensor a function returned, or a StudentFailure saying what came back instead."""
+    res = reply.header["result"]
+    item = res["items"][0] if res["kind"] == "single" else None
+    if item is None or "name" not in item:
+        got = f"a {res['kind']}" if item is None else item["type"]
+        if item is not None and item.get("problem"):
+            got += f" with {item['problem']}"
+        raise StudentFailure("error", f"`{fn}` must return one tensor; it returned {got}")
+    return reply.tensors[item["name"]]

@@ -1,0 +1,95 @@
+"""Inputs for the checks: small keyword-only generators on explicit seeded generators.
+
+Every tensor is made in the grader from ``torch.Generator().manual_seed(seed)``, never the global
+RNG (a submission may reseed or consume it). Shape families are listed smallest first, so the first
+failing family is the minimal counterexample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import torch
+
+from grader.compare import dtype_name
+from grader.models import Counterexample
+
+
+@dataclass(frozen=True)
+class Shape:
+    B: int
+    T: int
+    d: int
+    d_k: int
+    d_v: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"B": self.B, "T": self.T, "d": self.d, "d_k": self.d_k, "d_v": self.d_v}
+
+
+# Smallest first. B >= 2 and d, d_k, d_v, T all different somewhere, so transposition slips show.
+FAMILIES: tuple[Shape, ...] = (
+    Shape(1, 1, 1, 1, 1),
+    Shape(1, 2, 1, 1, 1),
+    Shape(2, 3, 4, 2, 3),
+    Shape(2, 5, 6, 3, 4),
+    Shape(3, 8, 7, 5, 2),
+    Shape(2, 12, 16, 6, 9),
+)
+
+
+def check_seed(base: int, check_id: str, salt: int = 0) -> int:
+    """A per-check seed derived from the base seed and the check's id (stable across runs)."""
+    digest = hashlib.sha256(f"{base}:{check_id}:{salt}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input to the head: X (B, T, d) and the three projections."""
+
+    X: torch.Tensor
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    shape: Shape
+    seed: int
+    params: tuple[tuple[str, float | int | bool | str], ...] = ()
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"X": self.X, "W_Q": self.W_Q, "W_K": self.W_K, "W_V": self.W_V}
+
+    def to(self, dtype: torch.dtype) -> Case:
+        return Case(*(t.to(dtype) for t in (self.X, self.W_Q, self.W_K, self.W_V)), self.shape, self.seed, self.params)
+
+    def with_X(self, X: torch.Tensor) -> Case:
+        return Case(X, self.W_Q, self.W_K, self.W_V, self.shape, self.seed, self.params)
+
+    def counterexample(self, base_seed: int, **extra: float | int | bool | str) -> Counterexample:
+        return Counterexample(
+            shape=self.shape.as_dict(),
+            dtype=dtype_name(self.X.dtype),
+            seed=base_seed,
+            params={**dict(self.params), **extra},
+        )
+
+
+def make_case(
+    shape: Shape, *, seed: int, dtype: torch.dtype = torch.float64, x_scale: float = 1.0, w_scale: float = 1.0
+) -> Case:
+    """X ~ N(0, x_scale^2); W ~ N(0, w_scale^2 / d), so scores stay O(1) unless scaled up on purpose."""
+    g = torch.Generator().manual_seed(seed)
+    s = shape
+    X = torch.randn(s.B, s.T, s.d, generator=g, dtype=torch.float64) * x_scale
+    std = w_scale / math.sqrt(s.d)
+    W_Q = torch.randn(s.d, s.d_k, generator=g, dtype=torch.float64) * std
+    W_K = torch.randn(s.d, s.d_k, generator=g, dtype=torch.float64) * std
+    W_V = torch.randn(s.d, s.d_v, generator=g, dtype=torch.float64) * std
+    params: tuple[tuple[str, float | int | bool | str], ...] = ()
+    if x_scale != 1.0:
+        params += (("x_scale", x_scale),)
+    if w_scale != 1.0:
+        params += (("w_scale", w_scale),)
+    return Case(X.to(dtype), W_Q.to(dtype), W_K.to(dtype), W_V.to(dtype), shape, seed, params)

@@ -1,0 +1,66 @@
+"""The instructor's heads: the reference, the known bugs (chaffs) and correct variants.
+
+A chaff or variant file holds only the definitions it changes; the full module is the reference source
+followed by those definitions (later definitions win). Metadata lives in each folder's catalog.toml.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+from grader._paths import bundled
+
+
+def reference_path() -> Path:
+    return bundled("reference") / "attention_head.py"
+
+
+@cache
+def load_reference() -> ModuleType:
+    """The trusted reference head, imported in the grader under a private module name."""
+    spec = importlib.util.spec_from_file_location("_step4_reference_head", reference_path())
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class KnownHead:
+    id: str
+    kind: str  # "chaff" or "variant"
+    title: str
+    function: str
+    cites: str = ""
+    hint: str = ""
+    missed_property: str = ""
+    caught_by: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return bundled("reference") / f"{self.kind}s" / f"{self.id}.py"
+
+    def source(self) -> str:
+        """The full module: reference followed by this head's overriding definitions."""
+        return materialize(self.path.read_text(encoding="utf-8"))
+
+
+def materialize(override: str) -> str:
+    return reference_path().read_text(encoding="utf-8") + "\n\n" + override
+
+
+@cache
+def known_heads(kind: str) -> tuple[KnownHead, ...]:
+    """All chaffs (``kind="chaff"``) or variants (``kind="variant"``) in catalog order."""
+    catalog = tomllib.loads((bundled("reference") / f"{kind}s" / "catalog.toml").read_text(encoding="utf-8"))
+    heads = []
+    for entry in catalog.get(kind, []):
+        entry = dict(entry)
+        entry["caught_by"] = tuple(entry.get("caught_by", ()))
+        heads.append(KnownHead(kind=kind, **entry))
+    return tuple(heads)

@@ -1,0 +1,164 @@
+"""The result model: one object that every view (terminal, JSON, HTML, Gradescope, CSV, JUnit) renders.
+
+Views are pure functions of a :class:`GradeResult`; nothing here knows how it will be shown.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["passed", "failed", "error", "timeout", "skipped"]
+Visibility = Literal["visible", "after_due_date", "after_published", "hidden"]
+
+SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Heatmap(_Strict):
+    """A T x T attention matrix to draw (query i down, key j across)."""
+
+    title: str = Field(description="What the matrix is, e.g. 'your weights'.")
+    kind: Literal["weights", "difference"] = Field(description="Colour scale to use.")
+    data: list[list[float | None]] = Field(description="Row-major values; None for non-finite entries.")
+    causal: bool = Field(default=True, description="Whether the strict upper triangle is masked.")
+
+
+class Counterexample(_Strict):
+    """The smallest input on which a check failed, with enough to rebuild it."""
+
+    shape: dict[str, int] = Field(description="B, T, d, d_k, d_v (or the parameters of the input).")
+    dtype: str = Field(description="Dtype of the failing input.")
+    seed: int = Field(description="Seed to pass to --seed to rebuild this input.")
+    params: dict[str, float | int | bool | str] = Field(default_factory=dict, description="Other input parameters.")
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in {**self.shape, **self.params}.items()]
+        return f"{', '.join(parts)} ({self.dtype}, seed {self.seed})"
+
+
+class Diagnosis(_Strict):
+    """A known misconception whose behaviour the submission matches on every probe."""
+
+    id: str = Field(description="Identifier of the known bug.")
+    title: str = Field(description="Short name of the bug.")
+    hint: str = Field(description="Targeted advice citing the lecture.")
+    cites: str = Field(description="The lecture result it violates.")
+
+
+class Panel(_Strict):
+    """The student's matrix next to the reference's on the same input."""
+
+    label: str = Field(description="What distinguishes this panel, e.g. 'h = 0.5'.")
+    yours: Heatmap | None = Field(description="The student's matrix; None when it could not be computed.")
+    reference: Heatmap | None = Field(description="The reference's matrix on the same input.")
+    problem: str | None = Field(
+        default=None, description="Why a matrix is missing ('could not be computed: ...')."
+    )
+    max_abs_diff: float | None = Field(
+        default=None, description="Largest |yours - reference| (NaN counts as inf)."
+    )
+
+
+class SentenceVisual(_Strict):
+    """The head on a short real sentence with fixed-seed embeddings and sinusoidal positions."""
+
+    text: str = Field(description="The sentence as shipped with the package.")
+    tokens: list[str] = Field(description="Whitespace tokens, the axis labels.")
+    shape: dict[str, int] = Field(description="B, T, d, d_k, d_v of the input.")
+    seed: int = Field(description="Seed of the embeddings and projections.")
+    panel: Panel = Field(description="Causal weights: yours and the reference's.")
+
+
+class KernelVisual(_Strict):
+    """The masked Gaussian positional kernel (Example 7.4) for several bandwidths."""
+
+    T: int = Field(description="Sequence length.")
+    panels: list[Panel] = Field(description="One panel per bandwidth.")
+
+
+class ScalePoint(_Strict):
+    """Score statistics at one d_k (Exercise 3); None where a value is missing or not finite."""
+
+    d_k: int
+    raw_std: float | None = None
+    scaled_std: float | None = None
+    raw_max_weight: float | None = None
+    scaled_max_weight: float | None = None
+
+
+class ScaleVisual(_Strict):
+    """Raw versus scaled score std and the typical largest weight against d_k (Exercise 3, Lemma 5.5)."""
+
+    T: int
+    n_samples: int
+    seed: int
+    yours: list[ScalePoint] = Field(description="The student's score_scale_statistics, one point per d_k.")
+    reference: list[ScalePoint] = Field(description="The reference's, same arguments.")
+    problem: str | None = Field(
+        default=None, description="Why the student's points are missing or incomplete."
+    )
+
+
+class Visuals(_Strict):
+    """Everything the visualisation section draws."""
+
+    sentence: SentenceVisual | None = None
+    kernels: KernelVisual | None = None
+    scale: ScaleVisual | None = None
+    problems: list[str] = Field(default_factory=list, description="Parts that could not be built at all.")
+
+
+class CheckResult(_Strict):
+    """The verdict of one check on one submission."""
+
+    id: str = Field(description="Check identifier, e.g. 'causal_mask'.")
+    title: str = Field(description="The property checked, in one line.")
+    cites: str = Field(description="The lecture result the property comes from.")
+    status: Status = Field(description="Outcome of the check.")
+    score: float = Field(description="Points earned.")
+    max_score: float = Field(description="Points available.")
+    extra_credit: bool = Field(default=False, description="Points count on top of the maximum.")
+    visibility: Visibility = Field(default="visible", description="When the student may see this check.")
+    message: str = Field(description="Explanation: the property, what happened, what to do.")
+    counterexample: Counterexample | None = Field(default=None, description="Smallest failing input.")
+    reproduce: str | None = Field(default=None, description="One command that reruns this check alone.")
+    seed: int = Field(description="Base seed the check ran with.")
+    duration_s: float = Field(description="Wall time of the check in seconds.")
+    heatmaps: list[Heatmap] = Field(default_factory=list, description="Matrices to draw for a failure.")
+    notes: list[str] = Field(default_factory=list, description="Advice that costs no points.")
+
+
+class StudentOutput(_Strict):
+    """What the submission printed, capped."""
+
+    text: str = Field(default="", description="Captured stdout and stderr, truncated to the cap.")
+    truncated: bool = Field(default=False, description="Whether output past the cap was dropped.")
+    bytes_dropped: int = Field(default=0, description="How many bytes were dropped.")
+
+
+class GradeResult(_Strict):
+    """Everything the grader concluded about one submission."""
+
+    schema_version: int = Field(default=SCHEMA_VERSION, description="Version of this JSON layout.")
+    submission: str = Field(description="The submission as given on the command line.")
+    seed: int = Field(description="Base seed; rerun with --seed to reproduce.")
+    score: float = Field(description="Points earned (extra credit included).")
+    max_score: float = Field(description="Points available (extra credit excluded).")
+    checks: list[CheckResult] = Field(description="One verdict per check, in rubric order.")
+    protections: list[str] = Field(default_factory=list, description="Isolation measures that were active.")
+    devices: list[str] = Field(default_factory=list, description="Devices the checks ran on.")
+    output: StudentOutput = Field(default_factory=StudentOutput, description="What the submission printed.")
+    diagnosis: list[Diagnosis] = Field(default_factory=list, description="Known bugs the head behaves like.")
+    rubric: str = Field(description="Name of the rubric used.")
+    duration_s: float = Field(description="Total wall time in seconds.")
+    notes: list[str] = Field(default_factory=list, description="Remarks about reading the submission.")
+    visuals: Visuals | None = Field(default=None, description="Data for the report's visualisation section.")
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.score / self.max_score if self.max_score else 0.0

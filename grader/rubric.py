@@ -1,0 +1,87 @@
+"""The rubric: points, visibility and limits as data, validated strictly.
+
+Instructors change `rubrics/step4.toml` (or pass `--rubric FILE`) without touching code. Unknown
+keys are rejected and every error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grader._paths import bundled
+from grader.models import Visibility
+from grader.sandbox._limits import SandboxLimits
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckRubric(_Strict):
+    points: float = Field(ge=0, description="Points for passing this check.")
+    visibility: Visibility = Field(default="visible", description="When students see this check's result.")
+    extra_credit: bool = Field(default=False, description="Points count on top of the maximum score.")
+    enabled: bool = Field(default=True, description="Run this check at all.")
+
+
+class EntryPoints(_Strict):
+    """Names the submission must define (change them for a renamed assignment)."""
+
+    module: str = Field(default="attention_head", description="Module (file stem) holding the head.")
+    causal_self_attention: str = Field(default="causal_self_attention", description="The head.")
+    gaussian_positional_weights: str = Field(default="gaussian_positional_weights", description="Exercise 7 kernel.")
+    gaussian_positional_qk: str = Field(default="gaussian_positional_qk", description="Exercise 7 queries/keys.")
+    score_scale_statistics: str = Field(default="score_scale_statistics", description="Exercise 3 measurement.")
+    streaming_attention: str = Field(default="streaming_attention", description="Optional: Aside 8.1.")
+    KVCache: str = Field(default="KVCache", description="Optional: Section 8.1 cache class.")
+    cached_attention_step: str = Field(default="cached_attention_step", description="Optional: Section 8.1 step.")
+
+
+class Rubric(_Strict):
+    name: str = Field(description="Shown in reports.")
+    seed: int = Field(default=20417, description="Default base seed for every check.")
+    entry_points: EntryPoints = Field(default_factory=EntryPoints, description="Names in the submission.")
+    limits: SandboxLimits = Field(default_factory=SandboxLimits, description="Isolation limits.")
+    forbidden_calls: list[str] = Field(
+        default=[
+            "torch.nn.functional.scaled_dot_product_attention",
+            "torch.nn.functional.multi_head_attention_forward",
+            "torch.nn.MultiheadAttention",
+        ],
+        description="Dotted names the head may not call (forbidden_api check).",
+    )
+    cuda: Literal["extra_credit", "excluded"] = Field(
+        default="extra_credit", description="How the CUDA part of fused-kernel checking counts."
+    )
+    checks: dict[str, CheckRubric] = Field(description="Per-check points and visibility, in report order.")
+
+
+class RubricError(ValueError):
+    """A rubric file that cannot be used; the message names the file and field."""
+
+
+def load_rubric(path: Path | None = None) -> Rubric:
+    """Read and validate a rubric (the bundled default when ``path`` is None)."""
+    path = path or bundled("rubrics") / "step4.toml"
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RubricError(f"{path}: {exc}") from None
+    try:
+        rubric = Rubric.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{path}: invalid rubric"]
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"])
+            lines.append(f"  {field}: {err['msg']}")
+        raise RubricError("\n".join(lines)) from None
+    from grader.checks import CHECKS  # late: the registry imports the checks
+
+    unknown = [cid for cid in rubric.checks if cid not in CHECKS]
+    if unknown:
+        raise RubricError(f"{path}: checks.{unknown[0]}: no such check (known: {', '.join(CHECKS)})")
+    return rubric

@@ -1,0 +1,131 @@
+"""Grading, top to bottom: submission -> isolated worker -> checks -> verdicts -> score.
+
+The only place where student failures are caught: each check runs inside :func:`run_check`, which
+turns a crash, timeout, missing function or internal error into that check's verdict, so one broken
+function never hides the other checks.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
+from grader.head import Head, MissingFunction, StudentFailure
+from grader.library import load_reference
+from grader.models import CheckResult, GradeResult, StudentOutput
+from grader.rubric import CheckRubric, Rubric
+from grader.sandbox import Sandbox
+from grader.visuals import collect_visuals
+from grader.submission import prepare
+
+
+def reproduce_command(submission: str, check_id: str, seed: int) -> str:
+    return f"grade {shlex.quote(submission)} --only {check_id} --seed {seed}"
+
+
+def grade(
+    submission: Path,
+    rubric: Rubric,
+    *,
+    seed: int | None = None,
+    only: list[str] | None = None,
+    device: str = "cpu",
+    pool: Any = None,
+    label: str | None = None,
+) -> GradeResult:
+    """Grade one submission and return every verdict; writes nothing."""
+    started = time.perf_counter()
+    seed = rubric.seed if seed is None else seed
+    label = label or str(submission)
+    selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
+    ref = load_reference()
+    with prepare(submission, rubric.entry_points.module) as sub:
+        with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
+            head = Head(sandbox, rubric.entry_points)
+            results = []
+            for cid in selected:
+                ctx = Ctx(head, ref, rubric, seed, cid, sub.source, device)
+                results.append(run_check(CHECKS[cid], ctx, rubric.checks[cid], label))
+            # The report's pictures; skipped for --only runs, which are about one check.
+            visuals = collect_visuals(head, ref, seed) if not only else None
+            protections = list(sandbox.protections)
+            out = sandbox.output
+        # Leaving the sandbox killed every process the submission started; only now do we conclude.
+    output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
+    return GradeResult(
+        submission=label,
+        seed=seed,
+        score=round(sum(r.score for r in results), 6),
+        max_score=sum(r.max_score for r in results if not r.extra_credit),
+        checks=results,
+        protections=protections,
+        devices=[device],
+        output=output,
+        rubric=rubric.name,
+        duration_s=round(time.perf_counter() - started, 3),
+        notes=sub.notes,
+        visuals=visuals,
+    )
+
+
+def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckResult:
+    """Run one check; whatever happens, return its verdict."""
+    t0 = time.perf_counter()
+    try:
+        for name in spec.needs:
+            ctx.head.require(name, optional=spec.optional)
+        verdict = spec.fn(ctx)
+    except MissingFunction as exc:
+        if exc.optional:
+            verdict = Verdict("skipped", f"Optional: your submission does not define `{exc.name}`; not graded.")
+        else:
+            verdict = Verdict("failed", f"Your submission does not define `{exc.name}`, which this check needs.")
+    except StudentFailure as exc:
+        if exc.status == "failed":  # it ran, but what came back breaks the contract
+            text = f"What your code returned breaks the contract: {exc.message}."
+        else:
+            text = f"Your code did not complete this check: {exc.message}"
+        verdict = Verdict(exc.status, text)
+    except Exception as exc:  # a bug in the grader: still a verdict, never a crash of the run
+        tb = traceback.format_exception(exc)[-3:]
+        verdict = Verdict(
+            "error",  # type: ignore[arg-type]
+            "Internal grader error (not your fault; please report it): "
+            f"{type(exc).__name__}: {exc}\n{''.join(tb).rstrip()}",
+        )
+    return _result(spec, ctx, rc, verdict, label, time.perf_counter() - t0)
+
+
+def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, duration: float) -> CheckResult:
+    if v.status == "passed":
+        fraction = 1.0 if v.fraction is None else v.fraction
+    else:
+        fraction = 0.0 if v.fraction is None else v.fraction
+    message = v.message
+    reproduce = None
+    if v.status in ("failed", "error", "timeout"):
+        if v.counterexample is not None:
+            message += f"\nSmallest failing input: {v.counterexample.describe()}"
+        reproduce = reproduce_command(label, spec.id, ctx.base_seed)
+        message += f"\nReproduce: {reproduce}"
+    return CheckResult(
+        id=spec.id,
+        title=spec.title,
+        cites=spec.cites,
+        status=v.status,
+        score=round(rc.points * fraction, 6),
+        max_score=rc.points,
+        extra_credit=rc.extra_credit,
+        visibility=rc.visibility,
+        message=message,
+        counterexample=v.counterexample,
+        reproduce=reproduce,
+        seed=ctx.base_seed,
+        duration_s=round(duration, 3),
+        heatmaps=v.heatmaps,
+        notes=v.notes,
+    )

@@ -1,0 +1,59 @@
+"""Pickle-free messages between the grader and a worker: one safetensors blob per message.
+
+A message is a JSON header (carried in the safetensors metadata under ``"header"``) plus named plain
+tensors. Decoding never runs code: safetensors validates offsets and shapes, and we additionally
+cap the size and whitelist dtypes. This module is imported on both sides, so it must not import
+``grader`` (the worker never sees the grader package).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import torch
+from safetensors.torch import load as _st_load
+from safetensors.torch import save as _st_save
+
+ALLOWED_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool})
+
+
+class WireError(ValueError):
+    """A message that is malformed, oversized or holds something other than plain tensors."""
+
+
+def encode(header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> bytes:
+    """Pack ``header`` (JSON-serialisable) and ``tensors`` into one safetensors blob."""
+    plain = {}
+    for name, t in tensors.items():
+        if type(t) is not torch.Tensor:  # subclasses could carry behaviour; we ship data only
+            raise WireError(f"{name!r} is a {type(t).__name__}, not a plain torch.Tensor")
+        if t.dtype not in ALLOWED_DTYPES:
+            raise WireError(f"{name!r} has dtype {t.dtype}, which is not transferred")
+        # safetensors wants dense, contiguous, CPU storage of its own
+        plain[name] = t.detach().to("cpu").contiguous().clone()
+    return _st_save(plain, metadata={"header": json.dumps(header, allow_nan=True)})
+
+
+def decode(blob: bytes, *, max_bytes: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Unpack a blob made by :func:`encode`, refusing anything that is not exactly that."""
+    if len(blob) > max_bytes:
+        raise WireError(f"message of {len(blob)} bytes exceeds the cap of {max_bytes} bytes")
+    if len(blob) < 8:
+        raise WireError("message too short to be a safetensors blob")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > len(blob) - 8:
+        raise WireError("header length points past the end of the message")
+    try:
+        raw_header = json.loads(blob[8 : 8 + n])
+        header = json.loads(raw_header.get("__metadata__", {}).get("header", "null"))
+        tensors = _st_load(blob)
+    except Exception as exc:  # any parse failure is the sender's fault, never ours to propagate
+        raise WireError(f"bad message format: {type(exc).__name__}: {exc}") from None
+    if not isinstance(header, dict):
+        raise WireError("message has no JSON object header")
+    for name, t in tensors.items():
+        if type(t) is not torch.Tensor or t.dtype not in ALLOWED_DTYPES:
+            raise WireError(f"tensor {name!r} has unsupported type or dtype {t.dtype}")
+    return header, tensors

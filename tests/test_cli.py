@@ -1,0 +1,106 @@
+"""The `grade` command: outputs, exit codes, --only/--seed reproduction, schema export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.exports import result_schema
+from grader.library import known_heads, reference_path
+from grader.models import GradeResult
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_reference_full_marks_json_and_exit_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results.json"
+    code = main([str(reference_path()), "--json", str(out), "--fail-under", "100"])
+    assert code == 0
+    result = GradeResult.model_validate_json(out.read_text())
+    assert result.score == result.max_score > 0
+    assert (tmp_path / "results.html").is_file()  # the report is written beside the JSON by default
+    data = json.loads(out.read_text())
+    assert {"score", "max_score", "checks", "seed"} <= data.keys()
+    assert {"id", "status", "score", "max_score", "message", "counterexample", "duration_s"} <= data["checks"][0].keys()
+    assert "interface" in capsys.readouterr().out
+
+
+def test_fail_under_exits_one_and_only_reproduces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chaff = next(h for h in known_heads("chaff") if h.id == "no_mask")
+    f = tmp_path / "attention_head.py"
+    f.write_text(chaff.source())
+    out = tmp_path / "r.json"
+    assert main([str(f), "--json", str(out), "--fail-under", "90"]) == 1
+    first = GradeResult.model_validate_json(out.read_text())
+    failing = next(c for c in first.checks if c.status == "failed")
+    assert failing.reproduce is not None
+    # The printed reproduce command reruns that check alone, with the same verdict and message.
+    out2 = tmp_path / "r2.json"
+    argv = failing.reproduce.split()[1:]
+    assert main([*argv, "--json", str(out2)]) == 0
+    again = GradeResult.model_validate_json(out2.read_text())
+    assert [c.id for c in again.checks] == [failing.id]
+    assert again.checks[0].message == failing.message
+
+
+def test_same_input_same_bytes(tmp_path: Path) -> None:
+    chaff = next(h for h in known_heads("chaff") if h.id == "no_scaling")
+    f = tmp_path / "attention_head.py"
+    f.write_text(chaff.source())
+    texts = []
+    for k in range(2):
+        out = tmp_path / f"r{k}.json"
+        main([str(f), "--json", str(out), "--only", "score_scaling", "reference_match", "--quiet"])
+        data = json.loads(out.read_text())
+        for key in ("duration_s",):
+            data.pop(key)
+            for c in data["checks"]:
+                c.pop(key)
+        texts.append(json.dumps(data))
+    assert texts[0] == texts[1]
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["does-not-exist.py"], "does not exist"),
+        (["REF", "--only", "no_such_check"], "unknown check"),
+        (["REF", "--rubric", "RUBRIC"], "checks.no_such_check"),
+    ],
+)
+def test_usage_errors_exit_two(
+    argv: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rubric = tmp_path / "bad.toml"
+    rubric.write_text('name = "x"\n[checks.no_such_check]\npoints = 1\n')
+    argv = [str(reference_path()) if a == "REF" else str(rubric) if a == "RUBRIC" else a for a in argv]
+    assert main(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_rubric_errors_name_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rubric = tmp_path / "bad.toml"
+    rubric.write_text('name = "x"\nsurprise = 1\n[checks.interface]\npoints = -1\n')
+    assert main([str(reference_path()), "--rubric", str(rubric)]) == 2
+    err = capsys.readouterr().err
+    assert str(rubric) in err and "surprise" in err and "checks.interface.points" in err
+
+
+def test_cuda_without_gpu_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main([str(reference_path()), "--device", "cuda"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_exported_schema_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == result_schema() == (REPO / "docs" / "result.schema.json").read_text()
+    schema = json.loads(printed)
+    assert schema["properties"]["checks"]["type"] == "array"
