@@ -1,0 +1,149 @@
+"""Words shared by every view of a :class:`GradeResult`: status labels, headlines, points, the score line.
+
+The terminal summary and the HTML report both take their wording from here, so a student reads the same
+sentence in either place. Nothing here formats markup: callers escape (jinja2) or build rich ``Text``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grader.models import CheckResult, GradeResult, Status
+
+STATUS_LABEL: dict[Status, str] = {
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "error": "ERROR",
+    "timeout": "TIMEOUT",
+    "skipped": "SKIPPED",
+}
+
+# Shape and label carry the meaning, so colour is never the only cue (colour-blind readers, print).
+STATUS_GLYPH: dict[Status, str] = {
+    "passed": "✓",
+    "failed": "✗",
+    "error": "!",
+    "timeout": "◔",
+    "skipped": "–",
+}
+
+STATUS_MEANING: dict[Status, str] = {
+    "passed": "the property holds on every input tried",
+    "failed": "your head violates the property; the smallest failing input is shown",
+    "error": "your code crashed or returned something unusable, so the property could not be tested",
+    "timeout": "your code ran past the time limit",
+    "skipped": "not graded (an optional part you did not submit, or not applicable)",
+}
+
+WITHHELD: dict[str, str] = {
+    "hidden": "hidden check: only its outcome is shown",
+    "after_due_date": "details are shown after the due date",
+    "after_published": "details are shown when grades are published",
+}
+
+PROBLEM_STATUSES: frozenset[Status] = frozenset({"failed", "error", "timeout"})
+
+_CX_PREFIX = "Smallest failing input: "
+_REPRODUCE_PREFIX = "Reproduce: "
+
+# Lines of a check message that state a numeric comparison: the torch.testing-style mismatch block
+# (grader.compare.Mismatch.text) and the one-line "(0 allowed)" / "expected x ± y" forms of other checks.
+_COMPARISON = re.compile(
+    r"tensors are not (close|equal)|^Mismatched elements|^Greatest (absolute|relative) difference"
+    r"|\bgot\b.*\bexpected\b|\ballowed\)|\bexpected\b.*±"
+)
+
+
+def is_problem(check: CheckResult) -> bool:
+    """Failed, errored or timed out: the checks that get a detailed explanation."""
+    return check.status in PROBLEM_STATUSES
+
+
+def is_withheld(check: CheckResult, *, show_hidden: bool = False) -> bool:
+    """Whether the student sees only this check's name and outcome (rubric visibility)."""
+    return check.visibility != "visible" and not show_hidden
+
+
+def fmt_points(x: float) -> str:
+    """Points without float noise: 8, 7.5, 2.667."""
+    return f"{x:.4g}"
+
+
+def points(check: CheckResult) -> str:
+    """'8 / 8', '0 / 15', or '+2 extra' style for extra credit."""
+    if check.extra_credit:
+        return f"+{fmt_points(check.score)} / {fmt_points(check.max_score)} extra"
+    return f"{fmt_points(check.score)} / {fmt_points(check.max_score)}"
+
+
+def headline(check: CheckResult) -> str:
+    """The first line of the message: what happened, in one sentence."""
+    return check.message.split("\n", 1)[0].strip()
+
+
+def status_line(check: CheckResult) -> str:
+    """'causal_mask FAILED: <headline>' — the line a student greps for."""
+    return f"{check.id} {STATUS_LABEL[check.status]}: {headline(check)}"
+
+
+def body_lines(check: CheckResult) -> list[str]:
+    """Message lines after the headline, without the counterexample and reproduce lines when the
+    result also carries them as fields (views show those fields on their own)."""
+    lines = check.message.split("\n")[1:]
+    drop = set()
+    if check.counterexample is not None:
+        drop.add(_CX_PREFIX + check.counterexample.describe())
+    if check.reproduce is not None:
+        drop.add(_REPRODUCE_PREFIX + check.reproduce)
+    return [ln for ln in lines if ln.strip() and ln not in drop]
+
+
+def comparison_lines(check: CheckResult) -> list[str]:
+    """The lines of the message that state expected versus got, with the tolerance."""
+    return [ln for ln in body_lines(check) if _COMPARISON.search(ln)]
+
+
+def explanation_lines(check: CheckResult) -> list[str]:
+    """The message lines that explain (not the numeric comparison)."""
+    return [ln for ln in body_lines(check) if not _COMPARISON.search(ln)]
+
+
+def score_line(result: GradeResult) -> str:
+    """'Score: 61 / 100 (61.0%)', with extra credit and problem counts."""
+    extra = sum(c.score for c in result.checks if c.extra_credit)
+    text = f"Score: {fmt_points(result.score)} / {fmt_points(result.max_score)} ({result.percent:.1f}%)"
+    if extra:
+        text += f", including {fmt_points(extra)} extra credit"
+    counts = tally(result)
+    parts = [f"{n} {STATUS_LABEL[s].lower()}" for s, n in counts.items() if n]
+    return f"{text} — {', '.join(parts)}" if parts else text
+
+
+def tally(result: GradeResult) -> dict[Status, int]:
+    """How many checks ended in each status, in the fixed status order."""
+    counts: dict[Status, int] = {s: 0 for s in STATUS_LABEL}
+    for c in result.checks:
+        counts[c.status] += 1
+    return counts
+
+
+def output_note(result: GradeResult, *, shown_chars: int | None = None) -> str:
+    """What the report says about the captured student output (``shown_chars``: a view's own cut)."""
+    out = result.output
+    if not out.text:
+        return "Your code printed nothing while being graded."
+    notes = [
+        "Everything your code printed while being graded (stdout and stderr together), shown as plain text."
+    ]
+    if shown_chars is not None and shown_chars < len(out.text):
+        notes.append(f"Only the first {shown_chars} of {len(out.text)} captured characters are shown here.")
+    if out.truncated:
+        notes.append(
+            f"Truncated: your code printed {out.bytes_dropped} more bytes, which the grader dropped."
+        )
+    return " ".join(notes)
+
+
+def unavailable(reason: str) -> str:
+    """The wording for a visual that the student's code could not produce."""
+    return f"could not be computed: {reason}"

@@ -1,0 +1,148 @@
+"""The HTML report in a real browser: headless Debian Chromium opens it offline, logs no console message
+(no script error, no blocked fetch, no CSP violation) and takes a screenshot.
+
+Skipped, with the reason, only where Chromium is not installed; CI installs it (apt-get install chromium).
+Set STEP4_SCREENSHOT_DIR to keep the screenshots (CI uploads them as artifacts).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from grader.checks._base import heatmaps_for
+from grader.head import HeadCall
+from grader.inputs import Case, Shape, make_case
+from grader.library import load_reference
+from grader.models import CheckResult, Counterexample, GradeResult, StudentOutput
+from grader.report import write_html
+from grader.visuals import BANDWIDTHS, collect_visuals
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+    "--enable-logging=stderr",
+    "--v=0",
+)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+HOSTILE = '<script>console.error("x")</script>'
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="Debian chromium is not installed here (apt-get install chromium); CI runs this test",
+    ),
+]
+
+
+def chromium(
+    page: Path, tmp: Path, *action: str, size: str = "1200,2400"
+) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium on ``page`` with a fresh profile; returns the finished process."""
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
+    argv = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}", *action, page.as_uri()]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)  # type: ignore[list-item]
+
+
+def console_messages(stderr: str) -> list[str]:
+    """Chromium logs every console message (errors, CSP violations, blocked loads) as a CONSOLE line."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+class InProcessHead:
+    """The reference standing in for the proxy Head, so the page has its visualisation section."""
+
+    def attention(self, case: Case, **_: Any) -> HeadCall:
+        with torch.no_grad():
+            return HeadCall(*load_reference().causal_self_attention(*case.tensors().values()))
+
+    def gaussian_weights(self, T: int, bandwidth: float) -> torch.Tensor:
+        return load_reference().gaussian_positional_weights(T, bandwidth)
+
+    def statistics(self, d_k: int, **kw: Any) -> dict[str, float]:
+        return load_reference().score_scale_statistics(d_k, **kw)
+
+
+def failing_result() -> GradeResult:
+    """A head without a mask failing one check, with a hostile message and hostile output."""
+    ref = load_reference()
+    case = make_case(Shape(1, 4, 4, 2, 3), seed=3)
+    with torch.no_grad():
+        _, unmasked = ref.causal_self_attention(*case.tensors().values(), causal=False)
+        _, masked = ref.causal_self_attention(*case.tensors().values(), causal=True)
+    cx = Counterexample(shape=case.shape.as_dict(), dtype="float64", seed=20417)
+    check = CheckResult(
+        id="causal_mask",
+        title="the strict upper triangle is exactly zero",
+        cites="Definition 4.1",
+        status="failed",
+        score=0,
+        max_score=8,
+        seed=20417,
+        duration_s=0.1,
+        counterexample=cx,
+        message=f"weights[0, 0, 1] = 0.43, but query 0 may only attend to key 0 {HOSTILE}\n"
+        "At index (0, 0, 1): got 0.43, expected 0 (0 allowed).",
+        reproduce="grade attention_head.py --only causal_mask --seed 20417",
+        heatmaps=heatmaps_for(unmasked, masked),
+    )
+    return GradeResult(
+        submission="attention_head.py",
+        seed=20417,
+        score=0,
+        max_score=8,
+        checks=[check],
+        rubric="Project Step 4",
+        duration_s=1.0,
+        protections=["separate process"],
+        devices=["cpu"],
+        output=StudentOutput(text=f'<img src="https://example.com/x.png">{HOSTILE}'),
+        visuals=collect_visuals(InProcessHead(), ref, 20417),  # type: ignore[arg-type]
+    )
+
+
+def test_report_opens_offline_without_console_errors_and_screenshots(tmp_path: Path) -> None:
+    page = write_html(failing_result(), tmp_path / "report.html")
+    shot = tmp_path / "report.png"
+    run = chromium(page, tmp_path, f"--screenshot={shot}")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert console_messages(run.stderr) == []
+    png = shot.read_bytes()
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 20_000  # a drawn page, not a blank one
+    if os.environ.get("STEP4_SCREENSHOT_DIR"):
+        dest = Path(os.environ["STEP4_SCREENSHOT_DIR"])
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest / "report.png")
+
+
+def test_browser_parses_hostile_text_as_text(tmp_path: Path) -> None:
+    page = write_html(failing_result(), tmp_path / "report.html")
+    run = chromium(page, tmp_path, "--dump-dom")
+    assert run.returncode == 0, run.stderr[-2000:]
+    dom = run.stdout
+    assert 'id="failures"' in dom and dom.count('<svg class="hm"') == 3 + 2 + 2 * len(BANDWIDTHS)
+    assert "<script" not in dom.lower() and "<img" not in dom.lower()
+    assert "&lt;script&gt;" in dom
+
+
+def test_the_console_check_would_catch_an_error(tmp_path: Path) -> None:
+    """Control: the same detector flags a page that logs, so the test above cannot pass vacuously."""
+    page = tmp_path / "bad.html"
+    page.write_text('<!DOCTYPE html><p>x</p><script>console.error("deliberate")</script>', encoding="utf-8")
+    run = chromium(page, tmp_path, "--dump-dom", size="400,300")
+    assert any("deliberate" in line for line in console_messages(run.stderr)), run.stderr[-2000:]

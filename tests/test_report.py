@@ -1,0 +1,377 @@
+"""The HTML feedback report and the terminal summary: structure, escaping, determinism, size.
+
+Most tests render hand-built results (fast, deterministic); the heatmaps in them are real attention
+weights of the reference and of a head without a mask. One slow test goes through the real grading
+path and the sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from markupsafe import escape
+from rich.console import Console
+
+from grader.checks._base import heatmaps_for
+from grader.head import HeadCall, StudentFailure
+from grader.inputs import Case, Shape, make_case
+from grader.library import known_heads, load_reference
+from grader.models import CheckResult, Counterexample, GradeResult, StudentOutput
+from grader.report import render_html, render_terminal, wording, write_html
+from grader.visuals import BANDWIDTHS, Visuals, collect_visuals
+
+REF = load_reference()
+N_VISUAL_MAPS = 2 + 2 * len(BANDWIDTHS)  # sentence: yours + reference; each bandwidth: yours + reference
+
+
+# ---- stand-ins for the proxy Head (collect_visuals only calls these three methods) ------------------
+
+
+class ReferenceHead:
+    """Answers like a correct submission (the reference, in-process); ``causal_ignored`` drops the mask."""
+
+    def __init__(self, *, causal_ignored: bool = False) -> None:
+        self.causal_ignored = causal_ignored
+
+    def attention(self, case: Case, *, causal: bool = True, **_: Any) -> HeadCall:
+        with torch.no_grad():
+            out, w = REF.causal_self_attention(
+                *case.tensors().values(), causal=causal and not self.causal_ignored
+            )
+        return HeadCall(out, w)
+
+    def gaussian_weights(self, T: int, bandwidth: float) -> torch.Tensor:
+        return REF.gaussian_positional_weights(T, bandwidth)
+
+    def statistics(self, d_k: int, *, T: int, n_samples: int, seed: int) -> dict[str, float]:
+        return REF.score_scale_statistics(d_k, T=T, n_samples=n_samples, seed=seed)
+
+
+class BrokenHead:
+    """Every call fails the way the proxy reports a student crash."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def _fail(self, *_: Any, **__: Any) -> Any:
+        raise StudentFailure("error", self.message)
+
+    attention = gaussian_weights = statistics = _fail
+
+
+class GraderBugHead:
+    """Every call raises something that is not a StudentFailure (a bug on our side)."""
+
+    def _fail(self, *_: Any, **__: Any) -> Any:
+        raise RuntimeError("internal")
+
+    attention = gaussian_weights = statistics = _fail
+
+
+# ---- hand-built results ---------------------------------------------------------------------------
+
+SEED = 20417
+
+
+@pytest.fixture(scope="module")
+def visuals_ok() -> dict[str, object]:
+    return collect_visuals(ReferenceHead(), REF, SEED)  # type: ignore[arg-type]
+
+
+def no_mask_maps(T: int) -> list:  # type: ignore[type-arg]
+    """Heatmaps of a head without a mask against the reference on one seeded input."""
+    case = make_case(Shape(1, T, 4, 2, 3), seed=7)
+    with torch.no_grad():
+        _, unmasked = REF.causal_self_attention(*case.tensors().values(), causal=False)
+        _, masked = REF.causal_self_attention(*case.tensors().values(), causal=True)
+    return heatmaps_for(unmasked, masked)
+
+
+def make_check(
+    cid: str,
+    status: str = "passed",
+    *,
+    points: float = 5.0,
+    message: str | None = None,
+    heatmaps: list | None = None,
+    visibility: str = "visible",
+    T: int = 2,
+) -> CheckResult:  # type: ignore[type-arg]
+    problem = status in ("failed", "error", "timeout")
+    cx = (
+        Counterexample(shape={"B": 1, "T": T, "d": 4, "d_k": 2, "d_v": 3}, dtype="float64", seed=SEED)
+        if problem
+        else None
+    )
+    reproduce = f"grade attention_head.py --only {cid} --seed {SEED}" if problem else None
+    text = message or (
+        f"{cid} holds."
+        if not problem
+        else (
+            "Your weights differ from the reference head (Definition 2.2).\n"
+            "weights (causal=True): tensors are not close (rtol 1e-10, atol 1e-12).\n"
+            "Greatest absolute difference: 0.9543 at index (0, 0, 1) (up to 1e-12 allowed)\n"
+            "At index (0, 0, 1): got 0.9543, expected 0."
+        )
+    )
+    if problem:
+        text += f"\nSmallest failing input: {cx.describe()}\nReproduce: {reproduce}"  # type: ignore[union-attr]
+    return CheckResult(
+        id=cid,
+        title=f"the property {cid}",
+        cites="Proposition 4.3",
+        status=status,  # type: ignore[arg-type]
+        score=0.0 if problem else points,
+        max_score=points,
+        visibility=visibility,  # type: ignore[arg-type]
+        message=text,
+        counterexample=cx,
+        reproduce=reproduce,
+        seed=SEED,
+        duration_s=0.01,
+        heatmaps=heatmaps if heatmaps is not None else (no_mask_maps(T) if status == "failed" else []),
+    )
+
+
+def make_result(
+    checks: list[CheckResult],
+    *,
+    visuals: dict[str, object] | None = None,
+    output: str = "",
+    submission: str = "attention_head.py",
+) -> GradeResult:
+    return GradeResult(
+        submission=submission,
+        seed=SEED,
+        score=sum(c.score for c in checks),
+        max_score=sum(c.max_score for c in checks),
+        checks=checks,
+        protections=["separate process", "rlimits"],
+        devices=["cpu"],
+        output=StudentOutput(text=output),
+        rubric="Project Step 4",
+        duration_s=1.0,
+        visuals=visuals or {},
+    )
+
+
+def count_heatmaps(html: str) -> int:
+    return html.count('<svg class="hm"')
+
+
+# ---- the page -------------------------------------------------------------------------------------
+
+
+def test_passing_report_has_every_section_and_no_failures(visuals_ok: dict[str, object]) -> None:
+    checks = [make_check(c) for c in ("interface", "causal_mask", "future_perturbation")]
+    html = render_html(make_result(checks, visuals=visuals_ok))
+    assert html.startswith("<!DOCTYPE html>")
+    for section in ('id="checks"', 'id="visuals"', 'id="output"', 'id="reading"'):
+        assert section in html
+    assert 'id="failures"' not in html
+    assert html.count('<tr class="row-passed">') == 3
+    assert count_heatmaps(html) == N_VISUAL_MAPS
+    assert html.count('<svg class="chart"') == 2
+    assert "could not be computed" not in html
+    assert "✓ Your weights match the reference" in html
+    assert wording.score_line(make_result(checks)) in html  # shared wording, in the page title
+
+
+def test_failing_report_explains_each_failure(visuals_ok: dict[str, object]) -> None:
+    checks = [
+        make_check("interface"),
+        make_check("causal_mask", "failed"),
+        make_check("reference_match", "failed", T=5),
+        make_check("determinism", "error", message="Your code did not complete this check: boom"),
+    ]
+    html = render_html(make_result(checks, visuals=visuals_ok))
+    assert 'id="failures"' in html
+    assert html.count('<article class="card') == 3
+    assert count_heatmaps(html) == 2 * 3 + N_VISUAL_MAPS
+    assert html.count("Smallest failing input</h4>") == 3
+    assert "grade attention_head.py --only causal_mask --seed 20417" in html
+    assert "Expected vs got" in html and "(up to 1e-12 allowed)" in html and "got 0.9543, expected 0." in html
+    # The reference's masked triangle is hatched; the unmasked head's weight above the diagonal is outlined.
+    assert 'fill="url(#p-masked)"' in html and 'stroke="#d1001f"' in html
+    assert "1 cell above the diagonal carries weight" in html
+    assert "10 cells above the diagonal carry weight" in html  # T = 5: 10 strict-upper cells
+    assert "<title>query 0, key 1: " in html  # values on hover
+    assert ">key j</text>" in html and ">query i</text>" in html
+    # The message lines shown as fields are not repeated in the explanation.
+    card = html[html.index('id="check-causal_mask"') :]
+    assert card.count("grade attention_head.py --only causal_mask") == 1
+
+
+def test_hostile_text_is_shown_as_text_never_markup() -> None:
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    checks = [
+        make_check("interface", "error", message=f"Your code raised ValueError: {evil}"),
+        make_check("causal_mask", "failed", message=f"weights[0, 0, 1] = 0.4 `{evil}`\nmore {evil}"),
+    ]
+    visuals = collect_visuals(BrokenHead(f"ZeroDivisionError: {evil}"), REF, SEED)  # type: ignore[arg-type]
+    html = render_html(make_result(checks, visuals=visuals, output=f"</pre>{evil}", submission=f"{evil}.py"))
+    assert "<script" not in html.lower()  # the page has no script of its own, and none gets in
+    assert "<img" not in html and "onerror=alert(1)>" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    assert "could not be computed: ZeroDivisionError: &lt;script&gt;" in html
+    assert html.count('<pre class="output">') == 1 and "&lt;/pre&gt;" in html
+
+
+def test_hidden_check_lists_name_and_outcome_only() -> None:
+    secret = make_check(
+        "gradient_blocks",
+        "failed",
+        visibility="hidden",
+        message="SECRET: perturbed X[0, 3] by 0.5\nAt index (0, 3): got 1, expected 0.",
+    )
+    html = render_html(make_result([make_check("interface"), secret]))
+    assert "gradient_blocks" in html and "✗ FAILED" in html and "only its outcome is shown" in html
+    assert "SECRET" not in html and 'id="check-gradient_blocks"' not in html
+    assert str(secret.counterexample.describe()) not in html  # type: ignore[union-attr]
+    assert count_heatmaps(html) == 0
+    revealed = render_html(make_result([secret]), show_hidden=True)
+    assert "SECRET" in revealed and count_heatmaps(revealed) == 3
+
+
+def test_same_result_same_bytes_and_self_contained(visuals_ok: dict[str, object]) -> None:
+    result = make_result(
+        [make_check("causal_mask", "failed", T=5), make_check("interface")], visuals=visuals_ok
+    )
+    html = render_html(result)
+    assert html == render_html(GradeResult.model_validate_json(result.model_dump_json()))
+    assert not re.search(r"https?:|//[a-z]|\bsrc=|@import|url\((?!#)", html, re.IGNORECASE)
+    assert set(re.findall(r'href="(.)', html)) == {"#"}
+    assert "default-src 'none'" in html  # the browser refuses any fetch a future edit might add
+
+
+def test_report_stays_small(visuals_ok: dict[str, object]) -> None:
+    # Failing checks at the sizes the checks report for a head without a mask (T = 2, 2, 3, 2, 2, 12, 3).
+    typical = [make_check(f"check_{k}", "failed", T=T) for k, T in enumerate((2, 2, 3, 2, 2, 12, 3))]
+    assert len(render_html(make_result(typical, visuals=visuals_ok)).encode()) < 300_000
+    worst = [make_check(f"check_{k}", "failed", T=16) for k in range(8)]  # more and larger than any known bug
+    assert len(render_html(make_result(worst, visuals=visuals_ok)).encode()) < 1_000_000
+    assert len(render_html(make_result([make_check("interface")], visuals=visuals_ok)).encode()) < 150_000
+
+
+def test_output_is_escaped_and_truncated_with_a_note() -> None:
+    result = make_result([make_check("interface")], output="x" * 20_000 + "TAIL")
+    result = result.model_copy(
+        update={"output": StudentOutput(text="x" * 20_000 + "TAIL", truncated=True, bytes_dropped=123)}
+    )
+    html = render_html(result)
+    assert "Only the first 16000 of 20004 captured characters are shown" in html
+    assert "123 more bytes" in html and "TAIL" not in html
+    assert "printed nothing" in render_html(make_result([make_check("interface")]))
+
+
+def test_write_html_writes_the_rendered_page(tmp_path: Path) -> None:
+    result = make_result([make_check("interface")])
+    path = write_html(result, tmp_path / "sub" / "report.html")
+    assert path.read_text(encoding="utf-8") == render_html(result)
+
+
+# ---- the visualisation data -----------------------------------------------------------------------
+
+
+def test_visuals_are_complete_for_a_correct_head(visuals_ok: dict[str, object]) -> None:
+    v = Visuals.model_validate(visuals_ok)
+    assert v.problems == [] and v.sentence is not None and v.kernels is not None and v.scale is not None
+    assert v.sentence.panel.max_abs_diff == 0.0 and len(v.sentence.tokens) <= 12
+    assert all(p.max_abs_diff == 0.0 for p in v.kernels.panels)
+    assert [p.d_k for p in v.scale.yours] == [p.d_k for p in v.scale.reference] and v.scale.problem is None
+
+
+def test_visuals_show_a_leaking_head() -> None:
+    v = Visuals.model_validate(collect_visuals(ReferenceHead(causal_ignored=True), REF, SEED))  # type: ignore[arg-type]
+    assert (
+        v.sentence is not None
+        and v.sentence.panel.max_abs_diff is not None
+        and v.sentence.panel.max_abs_diff > 0.1
+    )
+    html = render_html(make_result([make_check("interface")], visuals=v.model_dump(mode="json")))
+    assert (
+        "✗ Your weights differ from the reference" in html and "cells above the diagonal carry weight" in html
+    )
+
+
+@pytest.mark.parametrize(
+    "head", [BrokenHead("the submission defines no `score_scale_statistics`"), GraderBugHead()]
+)
+def test_visuals_never_raise_and_say_why(head: object) -> None:
+    v = Visuals.model_validate(collect_visuals(head, REF, SEED))  # type: ignore[arg-type]
+    assert (
+        v.sentence is not None and v.sentence.panel.yours is None and v.sentence.panel.reference is not None
+    )
+    assert v.sentence.panel.problem is not None and v.sentence.panel.problem.startswith(
+        "could not be computed: "
+    )
+    assert v.kernels is not None and all(p.problem for p in v.kernels.panels)
+    assert v.scale is not None and v.scale.yours == [] and v.scale.problem
+    html = render_html(make_result([make_check("interface")], visuals=v.model_dump(mode="json")))
+    assert count_heatmaps(html) == 1 + len(v.kernels.panels)  # only the reference's maps
+    assert "could not be computed" in html
+
+
+# ---- the terminal summary -------------------------------------------------------------------------
+
+
+def test_terminal_summary_uses_the_same_wording() -> None:
+    checks = [
+        make_check("interface"),
+        make_check("causal_mask", "failed"),
+        make_check("determinism", "error", message="Your code raised [bold]KeyError[/]: 'x'"),
+    ]
+    result = make_result(checks)
+    console = Console(record=True, width=120, color_system=None)
+    render_terminal(result, console)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert lines[-1] == wording.score_line(result)
+    assert re.search(r"^✓ PASSED +interface +5 / 5 +Proposition 4\.3$", text, re.M)
+    assert re.search(r"^✗ FAILED +causal_mask +0 / 5 +Proposition 4\.3$", text, re.M)
+    assert "      Your weights differ from the reference head (Definition 2.2)." in lines
+    assert "      Your code raised [bold]KeyError[/]: 'x'" in lines  # markup in student text stays literal
+    html = render_html(result)
+    for c in checks:
+        assert wording.points(c) in text and wording.points(c) in html
+        if wording.is_problem(c):
+            assert wording.headline(c) in text and str(escape(wording.headline(c))) in html
+
+
+# ---- through the real grading path ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_report_of_a_real_graded_chaff(tmp_path: Path, rubric, pool, write_head) -> None:  # type: ignore[no-untyped-def]
+    from grader.runner import grade
+
+    chaff = next(h for h in known_heads("chaff") if h.id == "no_mask")
+    only = ["interface", "causal_mask", "future_perturbation"]
+    result = grade(write_head(chaff.source()), rubric, only=only, pool=pool)
+    html = render_html(result)
+    failing = [c for c in result.checks if wording.is_problem(c)]
+    assert {c.id for c in failing} == {"causal_mask", "future_perturbation"}
+    assert html.count('<article class="card') == len(failing)
+    assert count_heatmaps(html) == sum(len(c.heatmaps) for c in failing) > 0
+    for c in failing:
+        assert c.reproduce is not None and c.reproduce in html
+
+
+@pytest.mark.slow
+def test_student_prints_and_raises_script_through_the_sandbox(rubric, pool, write_head) -> None:  # type: ignore[no-untyped-def]
+    from grader.runner import grade
+
+    source = (
+        'print("<script>alert(1)</script>")\n'
+        "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n"
+        '    raise ValueError("<script>alert(2)</script>")\n'
+    )
+    result = grade(write_head(source), rubric, only=["causal_mask"], pool=pool)
+    assert "<script>" in result.output.text and "<script>" in result.checks[0].message
+    html = render_html(result)
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
