@@ -1,0 +1,180 @@
+"""The worker's request loop: import the submission cleanly, then answer requests until EOF.
+
+Runs inside the (already hardened) worker, loaded by ``_zygote.py``'s bootstrap finder; it must
+never import ``grader``. Every message on the channel is a length-prefixed ``_wire`` blob.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import _framing  # type: ignore[import-not-found]  # served by the worker's bootstrap finder
+import _wire  # type: ignore[import-not-found]
+
+REQUEST_CAP = 1 << 30  # requests come from the grader, which is trusted; this only bounds a bug
+MAX_FRAMES = 6
+MAX_TEXT = 4000
+BLOCKED_PACKAGES = frozenset({"grader", "reference"})
+BLOCKED_MESSAGE = "the grader's own packages cannot be imported from a submission"
+
+
+class _RefuseGraderPackages(importlib.abc.MetaPathFinder):
+    """First on the meta path: ``import grader`` / ``import reference`` (and submodules) fail."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.partition(".")[0] in BLOCKED_PACKAGES:
+            raise ImportError(BLOCKED_MESSAGE, name=fullname)
+
+
+class _SiblingFinder(importlib.abc.MetaPathFinder):
+    """Last on the meta path: serves a helper module that sits next to the submission.
+
+    Being last means a submitted ``torch.py`` or ``json.py`` is never used: the real module is found
+    first. Standard-library names are refused even when that module is not installed here.
+    """
+
+    def __init__(self, src_dir: str) -> None:
+        self._src_dir = src_dir
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or "." in fullname:  # top-level modules only
+            return None
+        if fullname in sys.stdlib_module_names or fullname in sys.builtin_module_names:
+            return None
+        candidate = os.path.join(self._src_dir, fullname + ".py")
+        if not os.path.isfile(candidate):
+            return None
+        return importlib.util.spec_from_file_location(fullname, candidate)
+
+
+def install_import_hygiene(src_dir: str) -> None:
+    """``python -I`` already dropped the script dir, user site and PYTHON* variables; finish the job."""
+    real_src = os.path.realpath(src_dir)
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != real_src]
+    sys.meta_path.insert(0, _RefuseGraderPackages())
+    sys.meta_path.append(_SiblingFinder(src_dir))
+    sys.dont_write_bytecode = True  # the submission copy is read-only; never litter it
+
+
+def import_submission(src_dir: str, module_name: str) -> ModuleType:
+    """Load ``<src_dir>/<module_name>.py`` by path under the fixed name ``module_name``."""
+    path = os.path.join(src_dir, module_name + ".py")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"the submission has no {module_name}.py")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {module_name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.argv = [path]
+    spec.loader.exec_module(module)
+    return module
+
+
+def serve(
+    sock: socket.socket,
+    submission_dir: str,
+    limits: dict[str, Any],
+    *,
+    module_name: str = "attention_head",
+    ops: Any = None,
+    protections: Sequence[str] = (),
+) -> int:
+    """Say hello, import the submission, then answer requests until the grader hangs up.
+
+    Returns the exit code for the worker. Exceptions from student code in a request become error
+    replies; ``SystemExit`` and ``KeyboardInterrupt`` are deliberately not caught, so they end the
+    worker and the grader reports a crash.
+    """
+    install_import_hygiene(submission_dir)
+    _send(sock, {"status": "hello", "protections": list(protections), "pid": os.getpid()}, {})
+    try:
+        module = import_submission(submission_dir, module_name)
+    except Exception as exc:
+        _send(sock, _error_header(exc, submission_dir, status="import_error"), {})
+        return 0
+    _flush_stdio()
+    _send(sock, {"status": "ready"}, {})
+    while True:
+        blob = _framing.recv_frame(sock, REQUEST_CAP)
+        if blob is None:
+            return 0
+        header, tensors = _wire.decode(blob, max_bytes=REQUEST_CAP)
+        reply, out = _answer(ops, module, header, tensors, submission_dir)
+        _flush_stdio()  # so a student's unterminated print line shows up before the next request
+        _send_reply(sock, reply, out, submission_dir)
+
+
+def _answer(
+    ops: Any, module: ModuleType, header: dict[str, Any], tensors: dict[str, Any], src_dir: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        out_header, out = ops.dispatch(module, header["op"], header.get("params", {}), tensors)
+    except Exception as exc:
+        return _error_header(exc, src_dir), {}
+    return {**out_header, "status": "ok"}, out
+
+
+def _send_reply(sock: socket.socket, header: dict[str, Any], tensors: dict[str, Any], src_dir: str) -> None:
+    """Encode and send; a result that cannot be encoded becomes an error reply instead."""
+    try:
+        blob = _wire.encode(header, tensors)
+    except Exception as exc:
+        failed = _error_header(exc, src_dir)
+        failed["message"] = "the result could not be sent back: " + failed["message"]
+        blob = _wire.encode(failed, {})
+    _framing.send_frame(sock, blob)
+
+
+def _send(sock: socket.socket, header: dict[str, Any], tensors: dict[str, Any]) -> None:
+    _framing.send_frame(sock, _wire.encode(header, tensors))
+
+
+def student_traceback(exc: BaseException, src_dir: str) -> str:
+    """The traceback of ``exc`` showing only the student's own frames, paths relative to the submission."""
+    prefix = os.path.join(src_dir, "")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(prefix)]
+    for f in frames:
+        f.filename = f.filename[len(prefix) :]
+    lines = traceback.format_list(frames[-MAX_FRAMES:])
+    try:
+        lines += traceback.format_exception_only(type(exc), exc)
+    except Exception:  # an exception whose __str__ itself raises
+        lines.append(f"{type(exc).__name__}: <unprintable>\n")
+    text = "Traceback (most recent call last):\n" + "".join(lines)
+    return text.replace(prefix, "")[-MAX_TEXT:]
+
+
+def _error_header(exc: BaseException, src_dir: str, *, status: str = "error") -> dict[str, Any]:
+    """An error reply: exception type, message and the student's part of the traceback."""
+    return {
+        "status": status,
+        "exc_type": type(exc).__name__[:200],
+        "message": _safe_str(exc).replace(os.path.join(src_dir, ""), "")[:MAX_TEXT],
+        "traceback": student_traceback(exc, src_dir),
+    }
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return "<unprintable exception>"
+
+
+def _flush_stdio() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # the student may have replaced or closed them
+            stream.flush()

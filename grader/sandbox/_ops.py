@@ -1,0 +1,499 @@
+"""What a worker computes for the grader: one function per request kind, no judging.
+
+Runs inside the worker, next to the student's module. Every op takes plain tensors and JSON
+parameters and returns a JSON header plus plain tensors; it reports *what happened* (the types and
+shapes the student returned, which forbidden APIs were called, how long calls took) and leaves every
+decision to the grader. Exceptions raised by student code propagate; the serve loop turns them into
+error replies. This module must not import ``grader``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import time
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import torch
+
+MAX_RETURN_ELEMENTS = 1 << 24  # 16M elements: far above any shape the grader asks for
+
+Header = dict[str, Any]
+Tensors = dict[str, torch.Tensor]
+
+
+def dispatch(module: ModuleType, op: str, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Run one request ``op`` against the imported student ``module``."""
+    handler = _OPS.get(op)
+    if handler is None:
+        raise ValueError(f"unknown op {op!r}")
+    return handler(module, params, tensors)
+
+
+# ----------------------------------------------------------------------------------------------
+# describing what the student returned
+
+
+def _describe(value: Any, name: str, out: Tensors) -> Header:
+    """Describe one returned value; plain tensors are shipped under ``name``, anything else is named."""
+    if type(value) is torch.Tensor:
+        if value.layout != torch.strided:
+            return {"type": "tensor", "problem": f"{value.layout} layout"}
+        if value.numel() > MAX_RETURN_ELEMENTS:
+            return {
+                "type": "tensor",
+                "problem": f"{value.numel()} elements (over the {MAX_RETURN_ELEMENTS} cap)",
+            }
+        out[name] = value.detach().to("cpu")
+        return {"type": "tensor", "name": name}
+    if isinstance(value, torch.Tensor):
+        return {"type": f"tensor subclass {type(value).__name__}"}
+    if isinstance(value, bool):
+        return {"type": "bool"}
+    if isinstance(value, (int, float)):
+        return {"type": "number", "value": float(value)}
+    return {"type": type(value).__name__}
+
+
+def _flatten(result: Any, out: Tensors) -> Header:
+    """Describe a whole return value: a tensor, a tuple/list of values, a dict of values, or other."""
+    if isinstance(result, (tuple, list)):
+        items = [_describe(v, f"r{i}", out) for i, v in enumerate(result)]
+        return {"kind": type(result).__name__, "items": items}
+    if isinstance(result, dict):
+        entries = {str(k): _describe(v, f"k:{k}", out) for k, v in result.items()}
+        return {"kind": "dict", "entries": entries}
+    return {"kind": "single", "items": [_describe(result, "r0", out)]}
+
+
+def _outputs(result: Any) -> list[Any]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+# ----------------------------------------------------------------------------------------------
+# building arguments
+
+
+def _arg(spec: Any, inputs: Tensors) -> Any:
+    """An argument spec is ``{"t": name}`` for an input tensor or ``{"v": json_value}``."""
+    if isinstance(spec, dict) and "t" in spec:
+        return inputs[spec["t"]]
+    if isinstance(spec, dict) and "v" in spec:
+        return spec["v"]
+    raise ValueError(f"bad argument spec {spec!r}")
+
+
+def _prepare_inputs(params: Header, tensors: Tensors) -> Tensors:
+    device = params.get("device", "cpu")
+    wrt = set((params.get("grad") or {}).get("wrt", []))
+    jac = params.get("jacobian_rows")
+    if jac:
+        wrt.add(jac["wrt"])
+    inputs = {}
+    for name, t in tensors.items():
+        t = t.to(device).clone()
+        inputs[name] = t.requires_grad_(True) if name in wrt else t
+    return inputs
+
+
+@contextlib.contextmanager
+def _tracing(names: list[str], seen: list[str]) -> Iterator[None]:
+    """Temporarily wrap each dotted attribute so that a call to it is recorded in ``seen``."""
+    restore: list[tuple[Any, str, Any]] = []
+    for dotted in names:
+        owner_path, _, attr = dotted.rpartition(".")
+        try:
+            owner = importlib.import_module(owner_path)
+        except ImportError:
+            continue
+        original = getattr(owner, attr, None)
+        if original is None:
+            continue
+
+        def recorder(*a: Any, _orig: Callable[..., Any] = original, _name: str = dotted, **k: Any) -> Any:
+            seen.append(_name)
+            return _orig(*a, **k)
+
+        setattr(owner, attr, recorder)
+        restore.append((owner, attr, original))
+    try:
+        yield
+    finally:
+        for owner, attr, original in reversed(restore):
+            setattr(owner, attr, original)
+
+
+# ----------------------------------------------------------------------------------------------
+# ops
+
+
+def op_attrs(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Which of the requested names the module defines, and whether each is callable."""
+    found = {}
+    for name in params.get("names", []):
+        if hasattr(module, name):
+            found[name] = (
+                "callable" if callable(getattr(module, name)) else type(getattr(module, name)).__name__
+            )
+    return {"found": found}, {}
+
+
+def op_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Call ``module.<fn>(*args, **kwargs)``, optionally timing, tracing and differentiating it.
+
+    Options (all optional): ``repeat`` (call n times, report each wall time), ``no_grad``,
+    ``trace`` (dotted names whose calls are recorded), ``return_inputs`` (ship the input tensors back
+    after the call, to detect mutation), ``grad`` (``{"wrt": [...], "upstream": {"0": name, ...}}``:
+    gradients of sum_i <output_i, upstream_i> w.r.t. the named inputs) and ``jacobian_rows``
+    (``{"wrt": name, "output": 0, "upstream": name}``: for every (b, i), the gradient of
+    <out[b, i], u[b, i]> w.r.t. the input, stacked into a (B, T, *input.shape) tensor).
+    """
+    fn = getattr(module, params["fn"])
+    inputs = _prepare_inputs(params, tensors)
+    args = [_arg(s, inputs) for s in params.get("args", [])]
+    kwargs = {k: _arg(s, inputs) for k, s in params.get("kwargs", {}).items()}
+    seen: list[str] = []
+    times: list[float] = []
+    grad_ctx = torch.no_grad() if params.get("no_grad") else contextlib.nullcontext()
+    with _tracing(params.get("trace", []), seen), grad_ctx:
+        for _ in range(max(1, int(params.get("repeat", 1)))):
+            t0 = time.perf_counter()
+            result = fn(*args, **kwargs)
+            if params.get("device", "cpu") == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    out: Tensors = {}
+    header: Header = {"result": _flatten(result, out), "times": times, "traced": sorted(set(seen))}
+    # Jacobian rows first: they keep the graph alive (retain_graph) for the gradients after them.
+    if params.get("jacobian_rows"):
+        header["jacobian"] = _jacobian_rows(_outputs(result), inputs, params["jacobian_rows"], out)
+    if params.get("grad"):
+        header["grads"] = _grads(_outputs(result), inputs, params["grad"], out)
+    if params.get("return_inputs"):
+        for name, t in inputs.items():
+            out[f"in:{name}"] = t.detach().to("cpu")
+    return header, out
+
+
+def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> Header:
+    wrt = [inputs[n] for n in spec["wrt"]]
+    loss = None
+    for idx, up_name in spec["upstream"].items():
+        y = outputs[int(idx)]
+        if not isinstance(y, torch.Tensor) or not y.requires_grad:
+            return {"problem": f"output {idx} is not differentiable (no autograd graph)"}
+        term = (y * inputs[up_name].to(y.dtype)).sum()
+        loss = term if loss is None else loss + term
+    if loss is None:
+        return {"problem": "no upstream gradient given"}
+    grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+    missing: list[str] = []
+    for name, g in zip(spec["wrt"], grads, strict=True):
+        if g is None:
+            missing.append(name)
+        else:
+            out[f"g:{name}"] = g.detach().to("cpu")
+    return {"missing": missing}
+
+
+def _jacobian_rows(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> Header:
+    y = outputs[int(spec.get("output", 0))]
+    x = inputs[spec["wrt"]]
+    if not isinstance(y, torch.Tensor) or not y.requires_grad or y.dim() != 3:
+        return {"problem": "output is not a differentiable (B, T, d_v) tensor"}
+    u = inputs[spec["upstream"]].to(y.dtype)
+    rows = []
+    B, T = y.shape[0], y.shape[1]
+    for b in range(B):
+        for i in range(T):
+            (g,) = torch.autograd.grad((y[b, i] * u[b, i]).sum(), x, retain_graph=True, allow_unused=True)
+            rows.append(torch.zeros_like(x) if g is None else g.detach())
+    out["jac"] = torch.stack(rows).reshape(B, T, *x.shape).to("cpu")
+    return {}
+
+
+def op_kv_cache(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Feed X one position at a time through ``cached_attention_step`` with a fresh ``KVCache``."""
+    X, W_Q, W_K, W_V = (tensors[k] for k in ("X", "W_Q", "W_K", "W_V"))
+    cache = module.KVCache()
+    out: Tensors = {}
+    steps = []
+    lengths = []
+    with torch.no_grad():
+        for t in range(X.shape[1]):
+            y = module.cached_attention_step(X[:, t].clone(), cache, W_Q, W_K, W_V)
+            steps.append(_describe(y, f"step:{t}", out))
+            lengths.append(len(cache))
+        keys, values = cache.keys, cache.values
+    if isinstance(keys, (list, tuple)):
+        keys = torch.stack(list(keys), dim=1)
+    if isinstance(values, (list, tuple)):
+        values = torch.stack(list(values), dim=1)
+    header = {
+        "steps": steps,
+        "lengths": lengths,
+        "keys": _describe(keys, "keys", out),
+        "values": _describe(values, "values", out),
+    }
+    return header, out
+
+
+_OPS: dict[str, Callable[[ModuleType, Header, Tensors], tuple[Header, Tensors]]] = {
+    "attrs": op_attrs,
+    "call": op_call,
+    "kv_cache": op_kv_cache,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# generation extensions: peak memory and timing against the plain formula (appended ops)
+
+
+def _dense_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """The plain formula softmax(Q K^T / sqrt(d_k)) V, masked: the worker-side baseline."""
+    T = Q.shape[1]
+    s = (Q @ K.transpose(-2, -1)) / (Q.shape[-1] ** 0.5)  # (B, T, d_k) x (B, d_k, T) -> (B, T, T)
+    if causal:
+        future = torch.ones(T, T, dtype=torch.bool, device=Q.device).triu(1)  # (T, T)
+        s = s.masked_fill(future, float("-inf"))  # (B, T, T)
+    return torch.softmax(s, dim=-1) @ V  # (B, T, T) x (B, T, d_v) -> (B, T, d_v)
+
+
+def _dense_head(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor) -> torch.Tensor:
+    return _dense_attention(X @ W_Q, X @ W_K, X @ W_V)  # (B, T, d_v)
+
+
+class _PeakBytes:
+    """Peak bytes of the torch storages that ops create while active (inputs already alive are free).
+
+    A dispatch mode sees every aten op's outputs; each new storage is counted until Python frees it
+    (a finalizer). Deterministic, unlike RSS, and needs neither fork nor /proc. Memory that student
+    code allocates outside torch (numpy, lists) is not seen.
+    """
+
+    def __init__(self, existing: list[torch.Tensor]) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        meter = self
+        self.live: dict[int, int] = {t.untyped_storage().data_ptr(): 0 for t in existing}
+        self.current = 0
+        self.peak = 0
+
+        class _Mode(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                return False  # True would wrap the hook in a torch._dynamo guard: a 4 s import per worker
+
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                result = func(*args, **(kwargs or {}))
+                for t in tree_leaves(result):
+                    if isinstance(t, torch.Tensor):
+                        meter._count(t)
+                return result
+
+        self._mode = _Mode()
+
+    def _count(self, t: torch.Tensor) -> None:
+        import weakref
+
+        storage = t.untyped_storage()
+        key, size = storage.data_ptr(), storage.nbytes()
+        if size == 0 or key in self.live:
+            return  # a view, an in-place result or an input: no new memory
+        self.live[key] = size
+        self.current += size
+        self.peak = max(self.peak, self.current)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __enter__(self) -> _PeakBytes:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+
+def op_peak_memory(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Peak bytes allocated by torch during one ``module.<fn>(*args, **kwargs)`` call under no_grad.
+
+    With ``dense`` (``[q, k, v]`` input names), also the peak of the plain masked formula on them, so the
+    grader can see that the meter works and compare. Reports bytes; the grader judges.
+    """
+    inputs = _prepare_inputs({"device": params.get("device", "cpu")}, tensors)
+    fn = getattr(module, params["fn"])
+    args = [_arg(s, inputs) for s in params.get("args", [])]
+    kwargs = {k: _arg(s, inputs) for k, s in params.get("kwargs", {}).items()}
+    header: Header = {}
+    with torch.no_grad():
+        if params.get("dense"):
+            q, k, v = (inputs[n] for n in params["dense"])
+            with _PeakBytes(list(inputs.values())) as meter:
+                dense = _dense_attention(q, k, v)
+            header["dense_peak_bytes"] = meter.peak
+            del dense
+        with _PeakBytes(list(inputs.values())) as meter:
+            result = fn(*args, **kwargs)
+        header["peak_bytes"] = meter.peak
+    out: Tensors = {}
+    header["result"] = _flatten(result, out)
+    return header, out
+
+
+def op_time_head(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Times of ``module.<fn>(X, W_Q, W_K, W_V)`` and of the plain formula, interleaved.
+
+    Up to ``rounds`` rounds of (``baseline_repeats`` baseline calls, one student call) on the same
+    inputs under no_grad; stops early once the student's calls have used ``budget_s`` seconds. Reports
+    wall and process CPU seconds per call; the grader takes the ratio.
+    """
+    device = params.get("device", "cpu")
+    inputs = _prepare_inputs({"device": device}, tensors)
+    fn = getattr(module, params["fn"])
+    X, W_Q, W_K, W_V = (inputs[k] for k in ("X", "W_Q", "W_K", "W_V"))
+    clocks = ("student_s", "baseline_s", "student_cpu_s", "baseline_cpu_s")
+    times: dict[str, list[float]] = {k: [] for k in clocks}
+
+    def timed(call: Callable[[], Any], who: str) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
+        call()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times[f"{who}_s"].append(time.perf_counter() - t0)
+        times[f"{who}_cpu_s"].append(time.process_time() - c0)
+
+    with torch.no_grad():
+        for _ in range(max(1, int(params.get("rounds", 5)))):
+            for _ in range(max(1, int(params.get("baseline_repeats", 1)))):
+                timed(lambda: _dense_head(X, W_Q, W_K, W_V), "baseline")
+            timed(lambda: fn(X, W_Q, W_K, W_V), "student")
+            if sum(times["student_s"]) > float(params.get("budget_s", 2.0)):
+                break
+    return dict(times), {}
+
+
+_OPS["peak_memory"] = op_peak_memory
+_OPS["time_head"] = op_time_head
+
+
+# ----------------------------------------------------------------------------------------------
+# appended: replayable calls (diagnosis) and the student's own tests (Exercise 2)
+
+JUNIT_CAP = 1 << 20  # bytes of JUnit XML shipped back; the grader rejects anything longer
+
+
+def _preload_pytest() -> None:
+    """The warm zygote imports this module: importing pytest and its built-in plugins here (~0.3 s,
+    once) saves that time in every worker that runs a student's tests."""
+    try:
+        import _pytest.config
+
+        for name in _pytest.config.default_plugins:
+            importlib.import_module(f"_pytest.{name}")
+    except ImportError:  # a grader without pytest still grades heads
+        pass
+
+
+if __name__ == "_ops":  # in the zygote (the grader imports this module as grader.sandbox._ops)
+    _preload_pytest()
+
+
+def op_seeded_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """``call`` after ``torch.manual_seed(params["seed"])``, so that a head drawing from the global
+    generator (dropout, ``torch.randn`` without a generator) can be replayed exactly in the grader."""
+    torch.manual_seed(int(params["seed"]))
+    return op_call(module, params, tensors)
+
+
+def op_pytest(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """Run the student's test files with pytest, in this worker, against ``module`` (an instructor head).
+
+    Params: ``tests`` (file names beside the module) and ``test_timeout_s`` (an alarm per test phase).
+    Only those files and the folder's own conftest.py are read: no ini file, no cache, no plugin
+    autoloading, no conftest above the folder. Returns pytest's exit code and the JUnit XML it wrote
+    (``xml``: None when none was written, at most ``JUNIT_CAP + 1`` bytes); the grader judges.
+    """
+    import gc
+    import os
+
+    import pytest
+
+    src = os.path.dirname(os.path.abspath(str(module.__file__)))
+    files = [os.path.join(src, name) for name in params["tests"] if os.path.basename(name) == name]
+    xml_path = os.path.join(os.getcwd(), "junit.xml")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    gc.freeze()  # pytest collects garbage at exit; with torch loaded a full sweep costs ~0.4 s per run
+    _skip_dtensor_import()
+    args = [
+        *files,
+        "-q",
+        "-x",
+        "--tb=short",
+        "-p", "no:cacheprovider",
+        "-c", os.devnull,
+        "--rootdir", src,
+        "--confcutdir", src,
+        "--junitxml", xml_path,
+        "-o", "junit_family=xunit2",
+        "-o", "junit_logging=no",
+    ]  # fmt: skip
+    code = int(pytest.main(args, plugins=[_test_alarm(float(params["test_timeout_s"]))]))
+    try:
+        with open(xml_path, "rb") as f:
+            data: bytes | None = f.read(JUNIT_CAP + 1)
+    except OSError:
+        data = None
+    return {"exit_code": code, "xml": None if data is None else data.decode("utf-8", "replace")}, {}
+
+
+def _skip_dtensor_import() -> None:
+    """``torch.testing.assert_close`` imports torch.distributed.tensor on its first call (~0.6 s, in
+    every fresh worker) only to unwrap DTensors, which no head returns; tell it there are none."""
+    import sys
+
+    comparison = sys.modules.get("torch.testing._comparison")
+    if comparison is not None and isinstance(getattr(comparison, "_HAS_DTENSOR", None), bool):
+        setattr(comparison, "_HAS_DTENSOR", False)  # noqa: B010  (a private flag; absent, nothing happens)
+
+
+def _test_alarm(seconds: float) -> Any:
+    """A pytest plugin: each setup, call and teardown phase of a test gets ``seconds`` (SIGALRM)."""
+    import signal
+
+    import pytest
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"this test did not finish within {seconds:g} s")
+
+    def timed() -> Any:
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return (yield)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    class TestAlarm:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_setup(self, item: Any) -> Any:
+            return (yield from timed())
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_call(self, item: Any) -> Any:
+            return (yield from timed())
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_teardown(self, item: Any, nextitem: Any) -> Any:
+            return (yield from timed())
+
+    return TestAlarm()
+
+
+_OPS["seeded_call"] = op_seeded_call
+_OPS["pytest"] = op_pytest

@@ -1,0 +1,77 @@
+"""A pool of worker slots shared by the sandboxes of a batch: one warm zygote and one uid per slot."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from types import TracebackType
+
+from grader.sandbox._limits import SandboxLimits
+from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported
+from grader.sandbox._uids import lease_uid
+
+
+class WorkerPool:
+    """``slots`` worker slots; ``Sandbox(..., pool=pool)`` borrows one for its lifetime.
+
+    ``lazy`` starts each slot's zygote on first use instead of now (for pools that may stay unused).
+
+    On Linux each slot is a zygote that already imported torch, so a submission's worker starts in
+    tens of milliseconds; elsewhere (or with ``STEP4_NO_FORK=1``) each worker is a fresh interpreter.
+    As root, slot k's workers run as its own leased uid (``uid_base`` + k or the next free one).
+    """
+
+    def __init__(
+        self, slots: int = 1, *, uid_base: int | None = None, fork: bool | None = None, lazy: bool = False
+    ) -> None:
+        if slots < 1:
+            raise ValueError(f"a pool needs at least one slot, got slots={slots}")
+        base = SandboxLimits().sandbox_uid_base if uid_base is None else uid_base
+        self.mode = "fork" if (fork_supported() if fork is None else fork) else "spawn"
+        self._slots: list[Slot] = []
+        self._free: queue.Queue[Slot] = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            for _ in range(slots):
+                lease = lease_uid(base) if _is_root() else None
+                slot: Slot = ZygoteSlot(lease, eager=not lazy) if self.mode == "fork" else SpawnSlot(lease)
+                self._slots.append(slot)
+                self._free.put(slot)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def uids(self) -> list[int]:
+        """The sandbox uids this pool's workers run as (empty when not root)."""
+        return [s.uid for s in self._slots if s.uid is not None]
+
+    def acquire(self, timeout: float | None = None) -> Slot:
+        """Borrow a free slot, waiting for one; used by ``Sandbox``."""
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        return self._free.get(timeout=timeout)
+
+    def release(self, slot: Slot) -> None:
+        self._free.put(slot)
+
+    def close(self) -> None:
+        """Stop every zygote (sweeping their workers) and release the uids; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for slot in self._slots:
+            slot.close()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0

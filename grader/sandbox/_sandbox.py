@@ -1,0 +1,406 @@
+"""One submission's isolated worker, as the grader sees it: requests in, validated replies out.
+
+Every way student code can misbehave (raise, hang, exit, crash, flood output, exhaust memory, send
+garbage) becomes a :class:`Reply` with a status; nothing the worker does can raise in the grader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import torch
+
+from grader.sandbox import _wire
+from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame
+from grader.sandbox._limits import SandboxLimits
+from grader.sandbox._output import CapturedOutput, OutputCollector, OutputDrain
+from grader.sandbox._pool import WorkerPool
+from grader.sandbox._reaper import describe_exit, kill_leftovers
+from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, poll_in
+from grader.sandbox._watchdog import MemoryWatchdog
+from grader.sandbox._workspace import Workspace
+
+Status = Literal["ok", "error", "timeout", "crash", "import_error", "budget"]
+_MIB = 1 << 20
+_RLIMIT_MARGIN_MB = 256  # with RLIMIT_DATA active, let it fail allocations cleanly before the watchdog kills
+_EXIT_WAIT_S = 1.0
+_TEXT_CAP = 4000
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The outcome of one request. ``header``/``tensors`` are the worker's answer when status is "ok"."""
+
+    status: Status
+    header: dict[str, Any] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    message: str = ""
+    duration_s: float = 0.0
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _Gone(Exception):
+    """The worker exited, or closed its end of the channel."""
+
+
+class _BadReply(Exception):
+    pass
+
+
+@dataclass
+class _Live:
+    worker: WorkerHandle
+    chan: socket.socket
+    drain: OutputDrain
+    watchdog: MemoryWatchdog
+
+
+class Sandbox:
+    """An isolated worker for the submission in ``submission_dir``; a context manager.
+
+    The worker starts (and imports the submission) on the first request or on :meth:`start`. After a
+    timeout or a crash the next request transparently starts a fresh worker. An import failure is
+    final: every later request returns the same "import_error" reply.
+    """
+
+    def __init__(
+        self,
+        submission_dir: Path,
+        limits: SandboxLimits | None = None,
+        *,
+        pool: WorkerPool | None = None,
+        module: str = "attention_head",
+        ops: Path | None = None,
+    ) -> None:
+        self._limits = limits or SandboxLimits()
+        self._own_pool = pool is None
+        self._pool = pool or WorkerPool(1, uid_base=self._limits.sandbox_uid_base)
+        self._slot = self._pool.acquire()
+        try:
+            self._workspace = Workspace(Path(submission_dir), self._slot.uid)
+        except BaseException:
+            self._release_slot()
+            raise
+        self._module = module
+        self._config: dict[str, Any] = {
+            "src_dir": str(self._workspace.src),
+            "work_dir": str(self._workspace.work),
+            "module": module,
+            "limits": self._limits.model_dump(),
+            "uid": self._slot.uid,
+            "ops_path": None if ops is None else str(Path(ops).resolve()),
+            "pdeathsig": True,
+        }
+        self._output = OutputCollector(self._limits.output_cap_kb * 1024)
+        self._max_reply = self._limits.max_reply_mb * _MIB
+        self._live: _Live | None = None
+        self._final: Reply | None = None  # an import failure, repeated for every later request
+        self._busy_s = 0.0
+        self._protections: list[str] = []
+        self._closed = False
+
+    # -- public --------------------------------------------------------------------------------
+
+    @property
+    def protections(self) -> list[str]:
+        """Protections active for the last worker (empty before the first one started)."""
+        return list(self._protections)
+
+    @property
+    def output(self) -> CapturedOutput:
+        """Everything the submission printed so far, capped."""
+        return self._output.snapshot()
+
+    @property
+    def budget_left_s(self) -> float:
+        return max(self._limits.per_submission_timeout_s - self._busy_s, 0.0)
+
+    @property
+    def skipped_files(self) -> list[str]:
+        """Submission entries not copied into the sandbox (symlinks, directories, oversized files)."""
+        return list(self._workspace.skipped)
+
+    def start(self) -> Reply:
+        """Start the worker and import the submission, if not done yet; "ok" or the failure."""
+        self._check_open()
+        if self._final is not None:
+            return self._final
+        if self._live is not None:
+            return Reply("ok")
+        if self.budget_left_s <= 0:
+            return self._budget_reply("the submission was not imported")
+        return self._start()
+
+    def request(
+        self,
+        op: str,
+        params: dict[str, Any],
+        tensors: dict[str, torch.Tensor],
+        *,
+        timeout_s: float | None = None,
+    ) -> Reply:
+        """Run one op in the worker; never raises for anything the submission does."""
+        if self._final is not None:  # the import failed before: say so again, at no cost
+            return replace(self._final, duration_s=0.0)
+        started = self.start()
+        if started.status != "ok":
+            return started
+        if self.budget_left_s <= 0:
+            return self._budget_reply(f"{op!r} was not run")
+        blob = _wire.encode({"op": op, "params": params}, tensors)  # the grader's own data: errors are bugs
+        return self._exchange(op, blob, self._limits.per_call_timeout_s if timeout_s is None else timeout_s)
+
+    def close(self) -> None:
+        """Kill the worker and everything it started, delete the workspace; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._stop_worker()
+            if self._slot.uid is not None:
+                kill_leftovers([self._slot.uid])  # belt and braces before anyone writes results
+        finally:
+            self._workspace.remove()
+            self._release_slot()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    # -- starting the worker -------------------------------------------------------------------
+
+    def _start(self) -> Reply:
+        self._launch()
+        try:
+            hello, _ = self._receive(time.monotonic() + STARTUP_S)
+            if hello.get("status") != "hello":
+                raise _BadReply(f"expected a hello, got {hello.get('status')!r}")
+        except (_Deadline, _Gone, _BadReply) as exc:  # no student code has run yet: our failure
+            tail = self._stop_worker()[1]
+            raise SlotError(
+                f"the worker failed to start ({type(exc).__name__}: {exc}); output: {tail}"
+            ) from None
+        self._protections = (
+            self._parent_protections() + [str(p)[:200] for p in hello.get("protections", [])][:64]
+        )
+        if any(p.startswith("rlimit data") for p in self._protections):
+            assert self._live is not None
+            self._live.watchdog.limit_bytes += _RLIMIT_MARGIN_MB * _MIB
+        return self._await_import()
+
+    def _launch(self) -> None:
+        chan, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        try:
+            worker = self._slot.launch(self._config, theirs.fileno(), out_w)
+        except BaseException:
+            chan.close()
+            os.close(out_r)
+            raise
+        finally:
+            theirs.close()  # the worker has its own copies now; ours would hide its death
+            os.close(out_w)
+        limit = self._limits.memory_mb * _MIB
+        watchdog = MemoryWatchdog(lambda: self._slot.tree(worker), limit)
+        self._live = _Live(worker, chan, self._output.drain(out_r), watchdog)
+
+    def _await_import(self) -> Reply:
+        t0 = time.monotonic()
+        by_budget = self.budget_left_s < self._limits.import_timeout_s
+        deadline = t0 + min(self._limits.import_timeout_s, self.budget_left_s)
+        what = f"importing {self._module}.py"
+        try:
+            header, _ = self._receive(deadline)
+        except _Deadline:
+            reply = self._end(
+                "budget" if by_budget else "import_error", self._timeout_message(what, by_budget), t0
+            )
+        except _Gone:
+            reply = self._end("import_error", self._death_message(what), t0)
+        except _BadReply as exc:
+            reply = self._end("import_error", f"bad reply format while {what}: {exc}", t0)
+        else:
+            reply = self._import_outcome(header, t0)
+        finally:
+            self._busy_s += time.monotonic() - t0
+        if reply.status != "ok":
+            self._final = reply
+        return reply
+
+    def _import_outcome(self, header: dict[str, Any], t0: float) -> Reply:
+        if header.get("status") == "ready":
+            return Reply("ok", duration_s=time.monotonic() - t0)
+        if header.get("status") == "import_error":
+            error = _error_fields(header)
+            reply = self._end("import_error", f"{error['exc_type']}: {error['message']}", t0)
+            return replace(reply, header=error)
+        return self._end("import_error", "bad reply format while importing the submission", t0)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _exchange(self, op: str, blob: bytes, limit: float) -> Reply:
+        assert self._live is not None
+        t0 = time.monotonic()
+        by_budget = self.budget_left_s < limit
+        deadline = t0 + min(limit, self.budget_left_s)
+        try:
+            self._send(blob, deadline)
+            header, tensors = self._receive(deadline)
+        except _Deadline:
+            status: Status = "budget" if by_budget else "timeout"
+            return self._end(status, self._timeout_message(f"{op!r}", by_budget, limit), t0)
+        except _Gone:
+            return self._end("crash", self._death_message(f"running {op!r}"), t0)
+        except _BadReply as exc:
+            return self._end("crash", f"bad reply format: {exc}", t0)
+        finally:
+            self._busy_s += time.monotonic() - t0
+        duration = time.monotonic() - t0
+        status = header.pop("status", None)
+        if status == "ok":
+            return Reply("ok", header, tensors, "", duration)
+        if status == "error":
+            error = _error_fields(header)
+            return Reply("error", error, {}, f"{error['exc_type']}: {error['message']}", duration)
+        return self._end("crash", "bad reply format: unknown reply status", t0)
+
+    def _send(self, blob: bytes, deadline: float) -> None:
+        assert self._live is not None
+        chan = self._live.chan
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Deadline
+        chan.settimeout(remaining)  # sendall's timeout bounds the whole send (Python >= 3.5)
+        try:
+            send_frame(chan, blob)
+        except TimeoutError:
+            raise _Deadline from None
+        except OSError:  # broken pipe / reset: the worker is gone
+            raise _Gone from None
+        finally:
+            chan.settimeout(None)
+
+    def _receive(self, deadline: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """One reply, or _Deadline / _Gone / _BadReply; never blocks past ``deadline``."""
+        assert self._live is not None
+        live = self._live
+
+        def wait() -> None:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _Deadline
+                # with a pidfd, poll sleeps until data, death or deadline; without one, poll in slices
+                # (data written before a death is already readable when the pidfd fires)
+                pidfd = live.worker.pidfd
+                fds = [live.chan.fileno()] + ([pidfd] if pidfd is not None else [])
+                if live.chan.fileno() in poll_in(
+                    fds, remaining if pidfd is not None else min(remaining, 0.05)
+                ):
+                    return
+                if not live.worker.alive():
+                    raise _Gone
+
+        try:
+            blob = recv_frame(live.chan, self._max_reply, wait)
+        except FrameTooLarge as exc:
+            raise _BadReply(str(exc)) from None
+        except OSError:
+            raise _Gone from None
+        if blob is None:
+            raise _Gone
+        try:
+            return _wire.decode(blob, max_bytes=self._max_reply)
+        except _wire.WireError as exc:
+            raise _BadReply(str(exc)) from None
+
+    # -- ending a worker -----------------------------------------------------------------------
+
+    def _end(self, status: Status, message: str, t0: float) -> Reply:
+        """Stop the worker (the next request starts a fresh one) and build the failure reply."""
+        if self._live is not None:
+            self._stop_worker()
+        return Reply(status, {}, {}, message, time.monotonic() - t0)
+
+    def _death_message(self, what: str) -> str:
+        """Why the worker died during ``what`` (memory, signal or exit code), with its last output."""
+        assert self._live is not None
+        live = self._live
+        try:
+            code = self._slot.exit_code(live.worker, _EXIT_WAIT_S)  # let a sys.exit finish exiting
+        except SlotError:  # the zygote went too (a same-uid worker can kill it); the next launch restarts it
+            code = None
+        _, tail = self._stop_worker()
+        if live.watchdog.tripped:
+            used = live.watchdog.used_bytes // _MIB
+            limit = self._limits.memory_mb
+            return f"memory limit ({limit} MiB) exceeded while {what}: its processes used {used} MiB"
+        text = f"the worker {describe_exit(code)} while {what}"
+        tail = tail.replace(str(self._workspace.src) + os.sep, "").strip()  # as the student named the file
+        if tail:
+            text += "\nLast output:\n" + tail[-_TEXT_CAP:]
+        return text
+
+    def _timeout_message(self, what: str, by_budget: bool, limit: float | None = None) -> str:
+        if by_budget:
+            budget = self._limits.per_submission_timeout_s
+            return f"the submission's time budget ({budget:g} s) ran out while {what}"
+        limit = self._limits.import_timeout_s if limit is None else limit
+        return f"{what} did not finish within {limit:g} s; the worker was stopped"
+
+    def _budget_reply(self, what: str) -> Reply:
+        budget = self._limits.per_submission_timeout_s
+        return Reply("budget", message=f"the submission's time budget ({budget:g} s) is spent; {what}")
+
+    def _stop_worker(self) -> tuple[int | None, str]:
+        """Kill the worker's whole tree (or sweep leftovers if none runs); returns exit code, last output."""
+        live, self._live = self._live, None
+        if live is not None:
+            live.watchdog.stop()
+        code = None
+        with contextlib.suppress(SlotError):  # a broken zygote was killed with its whole tree instead
+            code = self._slot.sweep(live.worker if live else None)
+        if live is None:
+            return None, ""
+        live.chan.close()
+        live.worker.close()
+        live.drain.finish(2.0)  # every writer is dead: EOF arrives at once
+        return code, live.drain.tail()
+
+    # -- misc ----------------------------------------------------------------------------------
+
+    def _parent_protections(self) -> list[str]:
+        lim = self._limits
+        return [
+            f"time limits ({lim.per_call_timeout_s:g} s a call, {lim.per_submission_timeout_s:g} s total)",
+            f"memory watchdog {lim.memory_mb} MiB (whole process tree)",
+            f"output capped at {lim.output_cap_kb} KiB",
+            "pickle-free size-capped replies",
+            "read-only copy of the submission",
+        ] + self._slot.protections()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the sandbox is closed")
+
+    def _release_slot(self) -> None:
+        self._pool.release(self._slot)
+        if self._own_pool:
+            self._pool.close()
+
+
+def _error_fields(header: dict[str, Any]) -> dict[str, str]:
+    """The worker's error description, coerced to capped strings (it is untrusted data)."""
+    return {k: str(header.get(k, ""))[:_TEXT_CAP] for k in ("exc_type", "message", "traceback")}

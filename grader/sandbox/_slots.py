@@ -1,0 +1,292 @@
+"""Worker slots: where a sandbox's worker processes come from, and how they are cleaned up.
+
+- ``ZygoteSlot`` (Linux): a warm zygote forks each worker in ~20-60 ms and sweeps its descendants.
+- ``SpawnSlot`` (macOS, or ``STEP4_NO_FORK=1``): a fresh ``python -I`` worker each time (~2 s).
+
+Both give a worker the same config, the same hardening and the same serve loop. A slot is used by
+one sandbox at a time; the grader process itself is never forked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, processes_of
+from grader.sandbox._uids import UidLease
+
+ENTRY = Path(__file__).with_name("_zygote.py")
+STARTUP_S = 180.0  # importing torch on a loaded half-vCPU container; not charged to the student
+CONTROL_S = 30.0
+
+
+class SlotError(RuntimeError):
+    """The sandbox machinery itself failed (not the submission): the grader cannot run student code."""
+
+
+def fork_supported() -> bool:
+    """Fork from a warm zygote only where that is safe: Linux, unless STEP4_NO_FORK=1."""
+    return sys.platform.startswith("linux") and os.environ.get("STEP4_NO_FORK", "") != "1"
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of helper processes: none of the grader's variables (tokens, paths) leak."""
+    env = {
+        "PATH": os.defpath,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        # OpenMP/BLAS pools must not exist before a fork (research/sandbox.md section 4)
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
+    return {**env, **(extra or {})}
+
+
+@dataclass
+class WorkerHandle:
+    """One running worker process."""
+
+    pid: int
+    pidfd: int | None  # readable once the worker has exited (Linux); None elsewhere
+    popen: subprocess.Popen[bytes] | None = None
+    token: str | None = None
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return self.pidfd is not None and not poll_in([self.pidfd], 0)
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def poll_in(fds: list[int], timeout: float) -> set[int]:
+    """The fds among ``fds`` readable within ``timeout`` seconds (poll: no FD_SETSIZE cap, unlike select)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return {fd for fd, _ in poller.poll(max(timeout, 0) * 1000)}
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):  # not Linux, or already gone
+        return None
+
+
+class Slot(Protocol):
+    uid: int | None
+
+    def launch(self, cfg: dict[str, Any], chan_fd: int, out_fd: int) -> WorkerHandle: ...
+    def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None: ...
+    def sweep(self, worker: WorkerHandle | None) -> int | None: ...
+    def tree(self, worker: WorkerHandle) -> list[psutil.Process]: ...
+    def protections(self) -> list[str]: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class ZygoteSlot:
+    """A warm zygote process and the uid its workers run as."""
+
+    lease: UidLease | None
+    uid: int | None = field(init=False, default=None)
+    eager: bool = True  # start the zygote now (in parallel with others), or on first use
+    _proc: subprocess.Popen[bytes] | None = None
+    _ctl: socket.socket | None = None
+    _info: dict[str, Any] = field(default_factory=dict)
+    _closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.uid = self.lease.uid if self.lease else None
+        if self.eager:
+            self.start()
+
+    def start(self) -> None:
+        """Start the zygote without waiting for it (torch imports in parallel across slots)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", str(ENTRY), "--zygote", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=clean_env(),
+                cwd="/",
+                start_new_session=True,  # a Ctrl-C aimed at the grader must not kill it mid-sweep
+            )
+        self._ctl = ours
+        self._info = {}
+
+    def _ready(self) -> None:
+        if self._closed:
+            raise SlotError("the worker pool was closed while a sandbox still used it")
+        if self._proc is None or self._proc.poll() is not None:
+            self._kill_zygote()
+            self.start()
+        if self._info:
+            return
+        info = self._receive(STARTUP_S)
+        if info.get("status") != "ready":
+            raise self._fail(f"zygote failed to start: {info}")
+        if info["threads"] != 1:  # forking a multi-threaded torch process can hang its children
+            raise self._fail(f"zygote runs {info['threads']} threads after warm-up; refusing to fork it")
+        self._info = info
+
+    def launch(self, cfg: dict[str, Any], chan_fd: int, out_fd: int) -> WorkerHandle:
+        self._ready()
+        reply = self._call({"op": "spawn", "config": cfg}, fds=(chan_fd, out_fd))
+        return WorkerHandle(pid=reply["pid"], pidfd=_pidfd(reply["pid"]))
+
+    def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
+        return self._call(
+            {"op": "status", "pid": worker.pid, "timeout": timeout}, timeout=timeout + CONTROL_S
+        )["exit"]
+
+    def sweep(self, worker: WorkerHandle | None) -> int | None:
+        if not self._info:  # never started a worker, or the zygote was replaced: nothing to sweep
+            return None
+        pid = worker.pid if worker else None
+        return self._call({"op": "sweep", "uid": self.uid, "pid": pid})["exit"]
+
+    def tree(self, worker: WorkerHandle) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self._info["pid"]).children(recursive=True)
+        except (psutil.Error, KeyError):
+            return []
+
+    def protections(self) -> list[str]:
+        active = ["subreaper cleanup"] if self._info.get("subreaper") else []
+        return active + (["kill(-1) as sandbox uid"] if self.uid is not None else [])
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            if self._info and self._proc is not None and self._proc.poll() is None:
+                self._call({"op": "exit"}, timeout=10)
+                self._proc.wait(10)
+        except (SlotError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            self._kill_zygote()
+            if self.lease:
+                self.lease.release()
+
+    # -- control socket ------------------------------------------------------------------------
+
+    def _call(
+        self, message: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = CONTROL_S
+    ) -> dict[str, Any]:
+        assert self._ctl is not None
+        try:
+            socket.send_fds(self._ctl, [json.dumps(message).encode()], list(fds))
+        except OSError as exc:
+            raise self._fail(f"zygote unreachable: {exc}") from None
+        return self._receive(timeout)
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        assert self._ctl is not None
+        if not poll_in([self._ctl.fileno()], timeout):
+            raise self._fail(f"zygote did not answer within {timeout:.0f} s")
+        data = self._ctl.recv(1 << 16)
+        if not data:
+            raise self._fail("zygote exited unexpectedly")
+        reply: dict[str, Any] = json.loads(data)
+        if "error" in reply:
+            raise self._fail(reply["error"])
+        return reply
+
+    def _fail(self, reason: str) -> SlotError:
+        """Kill the broken zygote (the next launch starts a fresh one) and describe the failure."""
+        self._kill_zygote()
+        return SlotError(reason)
+
+    def _kill_zygote(self) -> None:
+        if self._proc is not None:
+            try:
+                root = psutil.Process(self._proc.pid)
+                kill_procs(root.children(recursive=True) + [root])
+            except psutil.Error:
+                pass
+            self._proc.wait()
+            self._proc = None
+        if self.uid is not None:
+            kill_leftovers([self.uid])
+        if self._ctl is not None:
+            self._ctl.close()
+            self._ctl = None
+        self._info = {}
+
+
+@dataclass
+class SpawnSlot:
+    """Fresh ``python -I`` workers; cleanup by process tree, environment token and (root) uid."""
+
+    lease: UidLease | None
+    uid: int | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.uid = self.lease.uid if self.lease else None
+
+    def launch(self, cfg: dict[str, Any], chan_fd: int, out_fd: int) -> WorkerHandle:
+        token = secrets.token_hex(16)
+        # PR_SET_PDEATHSIG fires when the creating *thread* exits, so only ask for it from the main thread
+        main = threading.current_thread() is threading.main_thread()
+        cfg = {**cfg, "pdeathsig": main, "expected_ppid": os.getpid()}
+        popen = subprocess.Popen(
+            [sys.executable, "-I", str(ENTRY), "--worker", str(chan_fd), json.dumps(cfg)],
+            pass_fds=(chan_fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=out_fd,
+            stderr=out_fd,
+            env=clean_env({TOKEN_VAR: token}),
+            cwd="/",
+        )
+        return WorkerHandle(pid=popen.pid, pidfd=_pidfd(popen.pid), popen=popen, token=token)
+
+    def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
+        assert worker.popen is not None
+        try:
+            return worker.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def sweep(self, worker: WorkerHandle | None) -> int | None:
+        if worker is None:
+            return None
+        uids = [self.uid] if self.uid is not None else []
+        for _ in range(50):
+            if not kill_procs(self.tree(worker) + processes_of(uids, worker.token)):
+                break
+        assert worker.popen is not None
+        return worker.popen.wait()
+
+    def tree(self, worker: WorkerHandle) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(worker.pid)
+            return [root] + root.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def protections(self) -> list[str]:
+        active = ["process-tree and environment-token cleanup"]
+        return active + (["cleanup of every sandbox-uid process"] if self.uid is not None else [])
+
+    def close(self) -> None:
+        if self.lease:
+            self.lease.release()

@@ -1,0 +1,320 @@
+"""Entry point of the sandbox's helper processes; never imports ``grader``.
+
+    python -I _zygote.py --zygote CTL_FD            warm zygote: forks workers on request (Linux)
+    python -I _zygote.py --worker CHAN_FD CONFIG    one fresh worker (macOS, STEP4_NO_FORK=1)
+
+The zygote imports torch once with one thread, warms it up, and then forks one worker per request
+received on its control socket (SOCK_SEQPACKET, one JSON message per packet, the worker's channel and
+output pipe attached with SCM_RIGHTS). It is a child subreaper, so daemons started by a worker
+reparent to it and a sweep can kill them all. It holds no secret: it never saw the grader's memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any, NoReturn
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CHILD_MODULES = frozenset({"_child", "_framing", "_harden", "_seccomp", "_wire", "_ops"})
+_CHANNEL_FD = 3
+_PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.05
+_MAX_EXITS = 256
+
+
+class _Bootstrap(importlib.abc.MetaPathFinder):
+    """Serves the worker-side modules of this directory by name; nothing else from it is importable."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname in _CHILD_MODULES:
+            return importlib.util.spec_from_file_location(fullname, os.path.join(_HERE, fullname + ".py"))
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# the worker (both modes)
+
+
+def worker_main(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str) -> NoReturn:
+    """Harden, import the submission and serve; always ends the process, never returns."""
+    code = 70
+    try:
+        code = _run_worker(chan_fd, out_fd, cfg, mode)
+    except SystemExit as exc:  # student code called sys.exit(): the grader reports the code
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt as exc:  # raised by student code: show the student's frames only
+        _child = sys.modules.get("_child")
+        print(_child.student_traceback(exc, cfg["src_dir"]) if _child else repr(exc), file=sys.stderr)
+        code = 1
+    except BaseException:  # a failure of ours: leave the whole traceback in the output
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)  # in a fork of the zygote, returning would run the zygote's loop
+
+
+def _run_worker(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str) -> int:
+    if out_fd is not None:  # forked: point stdout/stderr at this worker's own output pipe
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # input() gets EOF instead of the grader's terminal
+    if chan_fd != _CHANNEL_FD:
+        os.dup2(chan_fd, _CHANNEL_FD)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # student prints arrive promptly
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    import faulthandler
+
+    import _child  # type: ignore[import-not-found]
+    import _harden  # type: ignore[import-not-found]
+
+    ops = _load_ops(cfg.get("ops_path"))  # grader code: loaded while its file is surely still readable
+    protections = _harden.harden(_CHANNEL_FD, cfg)
+    faulthandler.enable()  # a segfault leaves a Python traceback in the captured output
+    protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
+    sock = socket.socket(fileno=_CHANNEL_FD)
+    return int(
+        _child.serve(
+            sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections
+        )
+    )
+
+
+def _torch_settings(limits: dict[str, Any]) -> list[str]:
+    import torch
+
+    torch.set_num_threads(int(limits["threads"]))
+    _deterministic(torch)
+    return [f"torch threads {limits['threads']}", "deterministic torch"]
+
+
+def _deterministic(torch: Any) -> None:
+    """Deterministic mode, warn-only: on CPU it raises for nothing a head uses; its useful effect is
+    that torch.empty is filled with NaN, so reading uninitialised memory fails every time, not by luck.
+
+    The public ``torch.use_deterministic_algorithms`` also imports torch._inductor (about 2 s per
+    fresh interpreter); the C setter it wraps does the part that matters for eager CPU code.
+    """
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is not None:
+        setter(True, warn_only=True)
+    else:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def _load_ops(path: str | None) -> Any:
+    """The request handlers: ``_ops.py`` beside this file unless the grader named another file."""
+    default = os.path.join(_HERE, "_ops.py")
+    if (path is None or os.path.abspath(path) == default) and "_ops" in sys.modules:
+        return sys.modules["_ops"]
+    spec = importlib.util.spec_from_file_location("_ops", path or default)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_ops"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------------------------
+# the zygote
+
+
+def _warm_up() -> int:
+    """Import torch with one thread and run the kinds of ops workers run; returns the thread count."""
+    import torch
+
+    # before any op: forking after OpenMP started its pool makes parallel ops in the child hang
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    _deterministic(torch)
+    import safetensors.torch  # noqa: F401  # workers encode replies with it
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, 8, generator=g, dtype=torch.float64)
+    q = x @ w
+    scores = (q @ q.transpose(-2, -1)) / 8**0.5
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    out = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ q
+    out.sum().backward()
+    for name in ("_framing", "_wire", "_seccomp", "_harden", "_child", "_ops"):
+        # _ops may fail here: workers load it again by path and report the error properly
+        with contextlib.suppress(Exception):
+            __import__(name)
+    return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+
+
+class Zygote:
+    """Forks workers, reaps everything that reparents to it, and sweeps on request or at EOF."""
+
+    def __init__(self, ctl: socket.socket, threads: int, subreaper: bool) -> None:
+        self.ctl = ctl
+        self.threads = threads
+        self.subreaper = subreaper
+        self.workers: set[int] = set()
+        self.exits: dict[int, int] = {}  # worker pid -> exit code (negative: killed by that signal)
+        self.uid: int | None = None  # the uid of the last worker, swept when the grader goes away
+
+    def run(self) -> NoReturn:
+        self._send(
+            {"status": "ready", "pid": os.getpid(), "threads": self.threads, "subreaper": self.subreaper}
+        )
+        while True:
+            self._reap()
+            ready, _, _ = select.select([self.ctl], [], [], _POLL_S)
+            if not ready:
+                continue
+            data, fds, _, _ = socket.recv_fds(self.ctl, 1 << 16, 4)
+            if not data:  # the grader closed the socket or died: nothing may outlive it
+                self._sweep(self.uid)
+                os._exit(0)
+            request = json.loads(data)
+            if request["op"] == "exit":
+                self._sweep(self.uid)
+                self._send({"status": "bye"})
+                os._exit(0)  # skip interpreter teardown with torch loaded (~0.5 s)
+            self._send(self._handle(request, fds))
+
+    def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        op = request["op"]
+        if op == "spawn":
+            return {"pid": self._spawn(request["config"], fds)}
+        if op == "status":
+            return {"exit": self._wait_for(request["pid"], float(request["timeout"]))}
+        if op == "sweep":
+            killed = self._sweep(request.get("uid"))
+            return {"killed": killed, "exit": self.exits.get(request.get("pid") or -1)}
+        return {"error": f"unknown op {op!r}"}
+
+    def _spawn(self, cfg: dict[str, Any], fds: list[int]) -> int:
+        chan_fd, out_fd = fds
+        self.uid = cfg.get("uid")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self.ctl.detach()  # its fd is closed by hardening; the object must not close a reused number
+            worker_main(chan_fd, out_fd, {**cfg, "expected_ppid": os.getppid()}, "forked from warm zygote")
+        os.close(chan_fd)
+        os.close(out_fd)  # or the grader would never see EOF on the worker's output
+        self.workers.add(pid)
+        return pid
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.ctl.send(json.dumps(message).encode())
+
+    def _reap(self) -> bool:
+        """Collect every exited child; returns True while children remain."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid in self.workers:
+                self.workers.discard(pid)
+                self.exits[pid] = os.waitstatus_to_exitcode(status)
+                while len(self.exits) > _MAX_EXITS:
+                    self.exits.pop(next(iter(self.exits)))
+
+    def _wait_for(self, pid: int, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while pid not in self.exits and time.monotonic() < deadline:
+            self._reap()
+            time.sleep(0.002)
+        return self.exits.get(pid)
+
+    def _sweep(self, uid: int | None) -> int:
+        """SIGKILL every descendant (and, as root, every process of ``uid``) until none is left."""
+        killed = 0
+        for _ in range(500):
+            if uid is not None and os.geteuid() == 0:
+                _kill_uid(uid)
+            live = [pid for pid, state in _descendants(os.getpid()) if state != "Z"]
+            for pid in live:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed += len(live)
+            if not self._reap() and not live:
+                return killed
+            time.sleep(0.002)
+        return killed
+
+
+def _kill_uid(uid: int) -> None:
+    """kill(-1) from a helper running as ``uid``: reaches setsid daemons wherever they reparented."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except the helper itself
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, state) of every descendant of ``root``, from one scan of /proc."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()  # the command name may contain spaces and parens
+        children.setdefault(int(fields[1]), []).append((int(name), fields[0]))
+    found: list[tuple[int, str]] = []
+    stack = [root]
+    while stack:
+        for pid, state in children.get(stack.pop(), []):
+            found.append((pid, state))
+            stack.append(pid)
+    return found
+
+
+def _zygote_main(ctl_fd: int) -> None:
+    threads = _warm_up()
+    libc = ctypes.CDLL(None, use_errno=True)
+    subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0)) == 0
+    ctl = socket.socket(fileno=ctl_fd)
+    Zygote(ctl, threads, subreaper).run()
+
+
+def main(argv: list[str]) -> None:
+    sys.meta_path.insert(0, _Bootstrap())
+    if argv[1] == "--zygote":
+        _zygote_main(int(argv[2]))
+        return
+    if argv[1] == "--worker":
+        import torch
+
+        torch.set_num_threads(1)
+        worker_main(int(argv[2]), None, json.loads(argv[3]), "fresh interpreter")
+    raise SystemExit(f"usage: {argv[0]} --zygote CTL_FD | --worker CHAN_FD CONFIG")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,4 @@
+"""Hangs forever at import time."""
+
+while True:
+    pass

@@ -1,0 +1,2 @@
+print("SHADOWED-json")
+raise SystemExit("the submitted json.py was imported")

@@ -1,0 +1,2 @@
+print("SHADOWED-numpy")
+raise SystemExit("the submitted numpy.py was imported")

@@ -1,0 +1,2 @@
+print("SHADOWED-torch")
+raise SystemExit("the submitted torch.py was imported")

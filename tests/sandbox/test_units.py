@@ -1,0 +1,173 @@
+"""Pieces of the sandbox that can be checked without starting a worker."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from sandbox_helpers import IS_ROOT, needs_root
+
+import grader.sandbox
+from grader.sandbox import SandboxLimits
+from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame
+from grader.sandbox._reaper import describe_exit
+from grader.sandbox._seccomp import _ARCHES, build_program
+from grader.sandbox._uids import lease_uid
+from grader.sandbox._workspace import MAX_FILE_BYTES, Workspace
+
+
+def test_public_api_is_small_and_pinned() -> None:
+    assert grader.sandbox.__all__ == [
+        "CapturedOutput",
+        "Reply",
+        "Sandbox",
+        "SandboxLimits",
+        "SlotError",
+        "Status",
+        "WorkerPool",
+        "fork_supported",
+        "kill_leftovers",
+    ]
+
+
+# -- limits ------------------------------------------------------------------------------------------
+
+
+def test_limits_defaults_and_strictness() -> None:
+    limits = SandboxLimits()
+    assert (limits.per_call_timeout_s, limits.per_submission_timeout_s, limits.import_timeout_s) == (
+        20,
+        180,
+        20,
+    )
+    assert (limits.memory_mb, limits.file_size_mb, limits.open_files, limits.max_processes) == (
+        2048,
+        16,
+        64,
+        64,
+    )
+    assert (limits.output_cap_kb, limits.max_reply_mb, limits.threads) == (64, 64, 1)
+    assert limits.network is False and limits.sandbox_uid_base == 64000
+    with pytest.raises(ValidationError, match="memory_gb"):
+        SandboxLimits(memory_gb=2)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="sandbox_uid_base"):
+        SandboxLimits(sandbox_uid_base=0)  # never run student code as root or a system account
+
+
+def test_every_limit_is_described() -> None:
+    for name, info in SandboxLimits.model_fields.items():
+        assert info.description, f"SandboxLimits.{name} has no description"
+
+
+# -- seccomp -----------------------------------------------------------------------------------------
+
+
+def run_bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, arg0: int = 0) -> int:
+    """A tiny classic-BPF interpreter for the instructions the filter uses."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:
+            acc = struct.unpack_from("<I", data, k)[0]
+            pc += 1
+        elif code in (0x15, 0x35):
+            hit = acc == k if code == 0x15 else acc >= k
+            pc += 1 + (jt if hit else jf)
+        elif code == 0x06:
+            return k
+        else:
+            raise AssertionError(f"unexpected opcode {code:#x}")
+
+
+ALLOW = 0x7FFF0000
+
+
+def errno_of(errno_value: int) -> int:
+    return 0x00050000 | errno_value
+
+
+@pytest.mark.parametrize("arch", sorted(_ARCHES))
+def test_seccomp_program_decisions(arch: str) -> None:
+    nr = _ARCHES[arch]
+    audit = nr["audit_arch"]
+    prog = build_program(arch, allow_network=False)
+    assert run_bpf(prog, nr["socket"], audit, socket.AF_INET) == errno_of(errno.EACCES)
+    assert run_bpf(prog, nr["socket"], audit, socket.AF_INET6) == errno_of(errno.EACCES)
+    assert run_bpf(prog, nr["socket"], audit, 17) == errno_of(errno.EACCES)  # AF_PACKET
+    assert run_bpf(prog, nr["socket"], audit, socket.AF_UNIX) == ALLOW
+    assert run_bpf(prog, nr["ptrace"], audit) == errno_of(errno.EPERM)
+    assert run_bpf(prog, nr["process_vm_readv"], audit) == errno_of(errno.EPERM)
+    assert run_bpf(prog, 425, audit) == errno_of(errno.ENOSYS)  # io_uring_setup
+    assert run_bpf(prog, 0, audit) == ALLOW
+    assert run_bpf(prog, nr["socket"], 0x40000003, socket.AF_UNIX) == errno_of(errno.ENOSYS)  # i386 ABI
+    if arch == "x86_64":
+        assert run_bpf(prog, 0x40000000 | 41, audit, socket.AF_INET) == errno_of(errno.ENOSYS)  # x32 ABI
+    open_net = build_program(arch, allow_network=True)
+    assert run_bpf(open_net, nr["socket"], audit, socket.AF_INET) == ALLOW
+    assert run_bpf(open_net, nr["ptrace"], audit) == errno_of(errno.EPERM)
+
+
+# -- framing -----------------------------------------------------------------------------------------
+
+
+def test_frames_round_trip_and_refuse_oversized_announcements() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        blob = os.urandom(300_000)  # larger than the socket buffer: needs a concurrent reader
+        sender = threading.Thread(target=send_frame, args=(a, blob))
+        sender.start()
+        assert recv_frame(b, 1 << 20) == blob
+        sender.join()
+        a.sendall(struct.pack("!Q", 1 << 40))
+        with pytest.raises(FrameTooLarge):
+            recv_frame(b, 1 << 20)
+        a.close()
+        assert recv_frame(b, 1 << 20) is None
+
+
+def test_exit_descriptions() -> None:
+    assert describe_exit(0) == "exited with code 0"
+    assert describe_exit(-11) == "was killed by SIGSEGV (Segmentation fault)"
+    assert describe_exit(None) == "ended (exit status unknown)"
+
+
+# -- workspace ---------------------------------------------------------------------------------------
+
+
+def test_workspace_copies_only_regular_files_read_only(tmp_path: Path) -> None:
+    (tmp_path / "attention_head.py").write_text("x = 1\n")
+    (tmp_path / "helpers.py").write_text("y = 2\n")
+    (tmp_path / "secret_link.py").symlink_to("/etc/passwd")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "huge.bin").write_bytes(b"\0" * (MAX_FILE_BYTES + 1))
+    ws = Workspace(tmp_path, uid=None)
+    try:
+        assert sorted(p.name for p in ws.src.iterdir()) == ["attention_head.py", "helpers.py"]
+        assert sorted(ws.skipped) == ["folder", "huge.bin", "secret_link.py"]
+        assert (ws.src / "attention_head.py").stat().st_mode & 0o777 == 0o444
+        assert ws.work.is_dir() and not ws.work.is_relative_to(tmp_path)
+    finally:
+        ws.remove()
+    assert not ws.root.exists()
+
+
+@needs_root
+def test_uid_leases_are_exclusive() -> None:
+    a = lease_uid(64500)
+    b = lease_uid(64500)
+    try:
+        assert a.uid != b.uid and {a.uid, b.uid} <= set(range(64500, 64500 + 4096))
+    finally:
+        a.release()
+        b.release()
+    c = lease_uid(64500)  # released uids are handed out again
+    assert c.uid == min(a.uid, b.uid)
+    c.release()
+    assert IS_ROOT
