@@ -9,15 +9,21 @@ therefore read like mathematics and never see the sandbox.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import torch
 
 from grader.compare import dtype_name
 from grader.inputs import Case
 from grader.rubric import EntryPoints
+from grader.sandbox import Reply, Sandbox
 
-CORE = ("causal_self_attention", "gaussian_positional_weights", "gaussian_positional_qk", "score_scale_statistics")
+CORE = (
+    "causal_self_attention",
+    "gaussian_positional_weights",
+    "gaussian_positional_qk",
+    "score_scale_statistics",
+)
 EXTENSIONS = ("streaming_attention", "KVCache", "cached_attention_step")
 
 
@@ -35,19 +41,6 @@ class MissingFunction(StudentFailure):
         super().__init__("error", f"the submission defines no `{name}`")
         self.name = name
         self.optional = optional
-
-
-class _Reply(Protocol):
-    status: str
-    header: dict[str, Any]
-    tensors: dict[str, torch.Tensor]
-    message: str
-
-
-class _Sandbox(Protocol):
-    def request(
-        self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float | None = None
-    ) -> _Reply: ...
 
 
 @dataclass
@@ -70,14 +63,14 @@ def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
 class Head:
     """The student's module as the checks see it."""
 
-    def __init__(self, sandbox: _Sandbox, entry: EntryPoints) -> None:
+    def __init__(self, sandbox: Sandbox, entry: EntryPoints) -> None:
         self._sandbox = sandbox
         self._entry = entry
         self._found: dict[str, str] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    def _request(self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor]) -> _Reply:
+    def _request(self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Reply:
         reply = self._sandbox.request(op, params, tensors)
         if reply.status == "ok":
             return reply
@@ -102,12 +95,12 @@ class Head:
             raise StudentFailure("error", f"`{actual}` is a {kind}, not a function")
         return actual
 
-    def _call(self, name: str, args: list[Any], tensors: dict[str, torch.Tensor], **options: Any) -> _Reply:
+    def _call(self, name: str, args: list[Any], tensors: dict[str, torch.Tensor], **options: Any) -> Reply:
         fn = self.require(name, optional=name in EXTENSIONS)
         return self._request("call", {"fn": fn, "args": args, **options}, tensors)
 
     @staticmethod
-    def _items(reply: _Reply, fn: str, n: int) -> list[torch.Tensor]:
+    def _items(reply: Reply, fn: str, n: int) -> list[torch.Tensor]:
         """The ``n`` tensors of a tuple result, or a StudentFailure describing what came back."""
         res = reply.header["result"]
         items = res.get("items", [])
@@ -121,7 +114,8 @@ class Head:
             if "name" not in item:
                 problem = item.get("problem", "")
                 raise StudentFailure(
-                    "failed", f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}"
+                    "failed",
+                    f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
                 )
             out.append(reply.tensors[item["name"]])
         return out
@@ -136,7 +130,8 @@ class Head:
             raise StudentFailure("failed", f"{what} has shape {_fmt_shape(t.shape)}, expected {expected}")
         if dtype is not None and t.dtype != dtype:
             raise StudentFailure(
-                "failed", f"{what} has dtype {dtype_name(t.dtype)}, expected {dtype_name(dtype)} (the input dtype)"
+                "failed",
+                f"{what} has dtype {dtype_name(t.dtype)}, expected {dtype_name(dtype)} (the input dtype)",
             )
 
     # -- the contract -----------------------------------------------------------------------------
@@ -186,9 +181,13 @@ class Head:
             call.grads = {k.removeprefix("g:"): v for k, v in reply.tensors.items() if k.startswith("g:")}
         if jacobian_upstream is not None:
             if "problem" in reply.header["jacobian"]:
-                raise StudentFailure("failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}")
+                raise StudentFailure(
+                    "failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}"
+                )
             call.jacobian = reply.tensors["jac"]
-        call.inputs_after = {k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")}
+        call.inputs_after = {
+            k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")
+        }
         return call
 
     def traced_calls(self, case: Case, names: list[str]) -> list[str]:
@@ -229,7 +228,6 @@ class Head:
                 values[key] = float(reply.tensors[item["name"]].double())
         return values
 
-
     # -- optional extensions and speed (Section 8, Aside 8.1, Section 8.1) ---------------------------
 
     def _extension_request(
@@ -239,7 +237,7 @@ class Head:
         params: dict[str, Any],
         tensors: dict[str, torch.Tensor],
         stub_ok: bool,
-    ) -> _Reply:
+    ) -> Reply:
         """``_request`` for optional functions. When ``stub_ok`` (a check's first call), the template
         stub's NotImplementedError raises :class:`NotAttempted`; later it is an ordinary error."""
         reply = self._sandbox.request(op, params, tensors)
@@ -387,14 +385,14 @@ def _qkv_args(block_size: int) -> list[dict[str, Any]]:
     return [{"t": "Q"}, {"t": "K"}, {"t": "V"}, {"v": block_size}]
 
 
-def _is_not_implemented(reply: _Reply) -> bool:
+def _is_not_implemented(reply: Reply) -> bool:
     if reply.header.get("exc_type") == "NotImplementedError":
         return True
     lines = f"{reply.message}\n{reply.header.get('traceback', '')}".strip().splitlines()
     return bool(lines) and any(line.startswith("NotImplementedError") for line in (lines[0], lines[-1]))
 
 
-def _single_tensor(reply: _Reply, fn: str) -> torch.Tensor:
+def _single_tensor(reply: Reply, fn: str) -> torch.Tensor:
     """The one tensor a function returned, or a StudentFailure saying what came back instead."""
     res = reply.header["result"]
     item = res["items"][0] if res["kind"] == "single" else None

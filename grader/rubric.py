@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from grader._paths import bundled
 from grader.models import Visibility
@@ -33,12 +33,20 @@ class EntryPoints(_Strict):
 
     module: str = Field(default="attention_head", description="Module (file stem) holding the head.")
     causal_self_attention: str = Field(default="causal_self_attention", description="The head.")
-    gaussian_positional_weights: str = Field(default="gaussian_positional_weights", description="Exercise 7 kernel.")
-    gaussian_positional_qk: str = Field(default="gaussian_positional_qk", description="Exercise 7 queries/keys.")
-    score_scale_statistics: str = Field(default="score_scale_statistics", description="Exercise 3 measurement.")
+    gaussian_positional_weights: str = Field(
+        default="gaussian_positional_weights", description="Exercise 7 kernel."
+    )
+    gaussian_positional_qk: str = Field(
+        default="gaussian_positional_qk", description="Exercise 7 queries/keys."
+    )
+    score_scale_statistics: str = Field(
+        default="score_scale_statistics", description="Exercise 3 measurement."
+    )
     streaming_attention: str = Field(default="streaming_attention", description="Optional: Aside 8.1.")
     KVCache: str = Field(default="KVCache", description="Optional: Section 8.1 cache class.")
-    cached_attention_step: str = Field(default="cached_attention_step", description="Optional: Section 8.1 step.")
+    cached_attention_step: str = Field(
+        default="cached_attention_step", description="Optional: Section 8.1 step."
+    )
 
 
 class Rubric(_Strict):
@@ -58,6 +66,18 @@ class Rubric(_Strict):
         default="extra_credit", description="How the CUDA part of fused-kernel checking counts."
     )
     checks: dict[str, CheckRubric] = Field(description="Per-check points and visibility, in report order.")
+
+    @model_validator(mode="after")
+    def _cuda_entry_agrees(self) -> Rubric:
+        """The CUDA check's entry must say the same as ``cuda`` (one policy, stated twice, never split)."""
+        entry = self.checks.get("fused_kernel_cuda")
+        if entry is None:
+            return self
+        if self.cuda == "extra_credit" and entry.enabled and not entry.extra_credit:
+            raise ValueError('checks.fused_kernel_cuda.extra_credit must be true when cuda = "extra_credit"')
+        if self.cuda == "excluded" and entry.enabled:
+            raise ValueError('checks.fused_kernel_cuda.enabled must be false when cuda = "excluded"')
+        return self
 
 
 class RubricError(ValueError):
