@@ -7,20 +7,22 @@ function never hides the other checks.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
+from grader.diagnosis import diagnose
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.library import load_reference
-from grader.models import CheckResult, GradeResult, StudentOutput
+from grader.models import CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.rubric import CheckRubric, Rubric
-from grader.sandbox import Sandbox
-from grader.visuals import collect_visuals
+from grader.sandbox import Sandbox, WorkerPool
 from grader.submission import prepare
+from grader.visuals import collect_visuals
 
 
 def reproduce_command(submission: str, check_id: str, seed: int) -> str:
@@ -34,22 +36,35 @@ def grade(
     seed: int | None = None,
     only: list[str] | None = None,
     device: str = "cpu",
-    pool: Any = None,
+    pool: WorkerPool | None = None,
+    tests_pool: WorkerPool | None = None,
     label: str | None = None,
 ) -> GradeResult:
-    """Grade one submission and return every verdict; writes nothing."""
+    """Grade one submission and return every verdict; writes nothing.
+
+    ``pool`` lends the worker for the head; ``tests_pool`` the workers for the student's own tests. It
+    must never be a pool whose every slot may be busy with heads (a batch): that would deadlock. With
+    neither given, one private pool of two slots serves both, one slot each.
+    """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
     label = label or str(submission)
     selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
     ref = load_reference()
-    with prepare(submission, rubric.entry_points.module) as sub:
+    with contextlib.ExitStack() as stack:
+        if pool is None:
+            pool = stack.enter_context(WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True))
+            tests_pool = tests_pool or pool
+        sub = stack.enter_context(prepare(submission, rubric.entry_points.module))
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points)
             results = []
             for cid in selected:
-                ctx = Ctx(head, ref, rubric, seed, cid, sub.source, device)
+                ctx = Ctx(
+                    head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool
+                )
                 results.append(run_check(CHECKS[cid], ctx, rubric.checks[cid], label))
+            diagnosis = _diagnose(results, head, ref)
             # The report's pictures; skipped for --only runs, which are about one check.
             visuals = collect_visuals(head, ref, seed) if not only else None
             protections = list(sandbox.protections)
@@ -62,6 +77,7 @@ def grade(
         score=round(sum(r.score for r in results), 6),
         max_score=sum(r.max_score for r in results if not r.extra_credit),
         checks=results,
+        diagnosis=diagnosis,
         protections=protections,
         devices=[device],
         output=output,
@@ -70,6 +86,15 @@ def grade(
         notes=sub.notes,
         visuals=visuals,
     )
+
+
+def _diagnose(results: list[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
+    """Name a known bug the head behaves like; a grader bug here costs the hint, never the grade."""
+    try:
+        return diagnose(results, head, ref)
+    except Exception:  # pragma: no cover - defensive: diagnosis is advice, not a verdict
+        traceback.print_exc()
+        return []
 
 
 def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckResult:
@@ -81,9 +106,13 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
         verdict = spec.fn(ctx)
     except MissingFunction as exc:
         if exc.optional:
-            verdict = Verdict("skipped", f"Optional: your submission does not define `{exc.name}`; not graded.")
+            verdict = Verdict(
+                "skipped", f"Optional: your submission does not define `{exc.name}`; not graded."
+            )
         else:
-            verdict = Verdict("failed", f"Your submission does not define `{exc.name}`, which this check needs.")
+            verdict = Verdict(
+                "failed", f"Your submission does not define `{exc.name}`, which this check needs."
+            )
     except StudentFailure as exc:
         if exc.status == "failed":  # it ran, but what came back breaks the contract
             text = f"What your code returned breaks the contract: {exc.message}."
@@ -100,7 +129,9 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
     return _result(spec, ctx, rc, verdict, label, time.perf_counter() - t0)
 
 
-def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, duration: float) -> CheckResult:
+def _result(
+    spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, duration: float
+) -> CheckResult:
     if v.status == "passed":
         fraction = 1.0 if v.fraction is None else v.fraction
     else:

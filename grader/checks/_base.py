@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
@@ -18,6 +19,7 @@ from grader.head import Head
 from grader.inputs import FAMILIES, Case, Shape, check_seed, make_case
 from grader.models import Counterexample, Heatmap
 from grader.rubric import Rubric
+from grader.sandbox import WorkerPool
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Ctx:
     check_id: str
     source: str  # text of the submission's module (read by the grader, never executed here)
     device: str = "cpu"
+    submission_dir: Path | None = None  # the prepared submission folder (its test files), never imported
+    pool: WorkerPool | None = None  # workers for checks that need sandboxes of their own (student tests)
 
     def seed(self, salt: int = 0) -> int:
         return check_seed(self.base_seed, self.check_id, salt)
@@ -79,7 +83,12 @@ CHECKS: dict[str, CheckSpec] = {}
 
 
 def check(
-    id: str, *, title: str, cites: str, needs: tuple[str, ...] = ("causal_self_attention",), optional: bool = False
+    id: str,
+    *,
+    title: str,
+    cites: str,
+    needs: tuple[str, ...] = ("causal_self_attention",),
+    optional: bool = False,
 ) -> Callable[[Callable[[Ctx], Verdict]], Callable[[Ctx], Verdict]]:
     """Register ``fn`` as check ``id``. ``optional`` checks are skipped when their function is absent."""
 
@@ -105,7 +114,9 @@ def heatmaps_for(
 
     maps = [Heatmap(title="your weights", kind="weights", data=rows(student[batch]), causal=causal)]
     if reference is not None:
-        maps.append(Heatmap(title="reference weights", kind="weights", data=rows(reference[batch]), causal=causal))
+        maps.append(
+            Heatmap(title="reference weights", kind="weights", data=rows(reference[batch]), causal=causal)
+        )
         diff = student[batch].double() - reference[batch].double()
         maps.append(Heatmap(title="yours − reference", kind="difference", data=rows(diff), causal=causal))
     return maps

@@ -30,7 +30,7 @@ import re
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,14 +46,14 @@ ALWAYS_IN_SCOPE = ("causal_self_attention",)
 XML_CAP = 1 << 20  # bytes; the worker ships at most one byte more
 TEST_SHARE = 0.25  # one test phase may use this share of a call's time limit, so a slow test is named
 TEXT_CAP = 600  # characters of a failure message quoted back
-SHOWN_FAILURES = 3
+SANDBOX_PATH = re.compile(r"[^\s'\"(]*/step4-sandbox-[^/\s]+/(?:src|work)/")
 OWN_SLOTS = 2  # a private pool runs two suites at once (the grading machines have two cores)
 
 Outcome = Literal["passed", "failed", "empty", "broken", "timeout"]
 
 
 @dataclass(frozen=True)
-class TestCase:
+class Reported:
     id: str  # "test_file.py::test_name"
     outcome: Literal["passed", "failed", "error", "skipped"]
     message: str = ""
@@ -64,12 +64,12 @@ class Run:
     """What one pytest session against one head came to."""
 
     outcome: Outcome
-    cases: list[TestCase] = field(default_factory=list)
+    cases: list[Reported] = field(default_factory=list)
     detail: str = ""  # why a run is broken, timed out or empty
     duration_s: float = 0.0
 
     @property
-    def failures(self) -> list[TestCase]:
+    def failures(self) -> list[Reported]:
         return [c for c in self.cases if c.outcome in ("failed", "error")]
 
 
@@ -91,8 +91,8 @@ def suite_files(submission_dir: Path, module: str) -> tuple[dict[str, bytes], li
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.py")):
-            if folder == submission_dir and path.name == f"{module}.py":
-                continue
+            if path.name == "__init__.py" or (folder == submission_dir and path.name == f"{module}.py"):
+                continue  # the suite folder is flat: no packages, and never the student's own head
             if path.name in files:
                 notes.append(f"tests/{path.name} was not run: a file of the same name is at the top level.")
                 continue
@@ -138,11 +138,15 @@ _Def = ast.FunctionDef | ast.ClassDef
 
 def _put_in_place(module: ast.Module, override: ast.Module) -> None:
     known = {ast.unparse(n) for n in module.body if isinstance(n, ast.Import | ast.ImportFrom)}
-    imports = [n for n in override.body if isinstance(n, ast.Import | ast.ImportFrom) and ast.unparse(n) not in known]
+    imports = [
+        n for n in override.body if isinstance(n, ast.Import | ast.ImportFrom) and ast.unparse(n) not in known
+    ]
     defs = {n.name: n for n in override.body if isinstance(n, _Def)}
     stray = [n for n in override.body if not isinstance(n, ast.Import | ast.ImportFrom | _Def)]
     if stray:
-        raise ValueError(f"a known head may only define functions and classes; found {ast.unparse(stray[0])!r}")
+        raise ValueError(
+            f"a known head may only define functions and classes; found {ast.unparse(stray[0])!r}"
+        )
     for i, node in enumerate(module.body):
         if isinstance(node, _Def) and node.name in defs:
             module.body[i] = _dressed_like(defs.pop(node.name), node, imports)
@@ -150,7 +154,7 @@ def _put_in_place(module: ast.Module, override: ast.Module) -> None:
         raise ValueError(f"a known head may only redefine reference names; {sorted(defs)} are new")
 
 
-def _dressed_like(new: _Def, old: _Def, imports: list[ast.stmt]) -> _Def:
+def _dressed_like(new: _Def, old: _Def, imports: Sequence[ast.stmt]) -> _Def:
     doc = ast.get_docstring(old, clean=False)
     body = [s for s in new.body if s is not _docstring_node(new)]
     new.body = ([ast.Expr(ast.Constant(doc))] if doc is not None else []) + list(imports) + body
@@ -164,7 +168,11 @@ def _dressed_like(new: _Def, old: _Def, imports: list[ast.stmt]) -> _Def:
 
 def _docstring_node(node: _Def) -> ast.stmt | None:
     first = node.body[0] if node.body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
         return first
     return None
 
@@ -173,7 +181,11 @@ def _docstring_node(node: _Def) -> ast.stmt | None:
 
 
 def run_suite(
-    files: dict[str, bytes], head: str, limits: SandboxLimits, pool: WorkerPool, module: str = "attention_head"
+    files: dict[str, bytes],
+    head: str,
+    limits: SandboxLimits,
+    pool: WorkerPool,
+    module: str = "attention_head",
 ) -> Run:
     """Run the test files with pytest in a fresh worker whose folder holds them and ``head``."""
     t0 = time.perf_counter()
@@ -214,10 +226,12 @@ def judge_reply(reply: Reply) -> Run:
         return Run("failed", cases)
     if code == 5 and not cases:
         return Run("empty", cases, "pytest collected no tests (test functions are named test_...)")
-    return Run("broken", cases, f"pytest exit code {code} does not agree with its report ({len(bad)} failures)")
+    return Run(
+        "broken", cases, f"pytest exit code {code} does not agree with its report ({len(bad)} failures)"
+    )
 
 
-def parse_junit(text: object) -> list[TestCase] | str:
+def parse_junit(text: object) -> list[Reported] | str:
     """The test cases of a JUnit XML report, or why the report cannot be used.
 
     The XML comes from a process that ran student code: it is size-capped, must not hold a DTD or
@@ -233,10 +247,12 @@ def parse_junit(text: object) -> list[TestCase] | str:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         return f"the test report is not valid XML ({exc})"
-    suites = [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
+    suites = (
+        [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
+    )
     if not suites:
         return f"the test report has no <testsuite> (root <{root.tag[:40]}>)"
-    cases: list[TestCase] = []
+    cases: list[Reported] = []
     for suite in suites:
         testcases = suite.findall("testcase")
         for key, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
@@ -247,9 +263,10 @@ def parse_junit(text: object) -> list[TestCase] | str:
     return cases
 
 
-def _case(tc: ET.Element) -> TestCase:
+def _case(tc: ET.Element) -> Reported:
     module, _, cls = (tc.get("classname") or "").partition(".")
-    test_id = (f"{module}.py::" + (f"{cls}::" if cls else "") + (tc.get("name") or "?"))[:200]
+    name = tc.get("name") or "?"
+    test_id = (f"{module}.py::" + (f"{cls}::" if cls else "") + name if module else f"file {name}.py")[:200]
     for tag, outcome in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
         el = tc.find(tag)
         if el is None:
@@ -258,15 +275,18 @@ def _case(tc: ET.Element) -> TestCase:
         lines = [re.sub(r"^E\s+", "", ln).strip() for ln in (el.text or "").splitlines() if ln.strip()]
         if lines and lines[-1] not in message:  # e.g. "collection failure" + the ImportError line
             message = f"{message}: {lines[-1]}" if message else lines[-1]
-        return TestCase(test_id, outcome, message[:TEXT_CAP])  # type: ignore[arg-type]
-    return TestCase(test_id, "passed")
+        message = SANDBOX_PATH.sub("", message)  # the worker's private folders mean nothing to a student
+        return Reported(test_id, outcome, message[:TEXT_CAP])  # type: ignore[arg-type]
+    return Reported(test_id, "passed")
 
 
 # ---- the whole suite -----------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def _pool_for(pool: WorkerPool | None, limits: SandboxLimits, jobs: int | None) -> Iterator[tuple[WorkerPool, int]]:
+def _pool_for(
+    pool: WorkerPool | None, limits: SandboxLimits, jobs: int | None
+) -> Iterator[tuple[WorkerPool, int]]:
     """The caller's pool (one run at a time unless told), or a private pool of ``OWN_SLOTS`` slots."""
     if pool is not None:
         yield pool, jobs or 1
@@ -298,26 +318,31 @@ def grade_suite(
         )
     sources = "\n".join(files[n].decode("utf-8", "replace") for n in tests)
     chaffs = in_scope(known_heads("chaff"), sources, entry)
+    functions = sorted({getattr(entry, c.function) for c in chaffs if c.function not in ALWAYS_IN_SCOPE})
+    if functions:
+        notes.append(
+            f"Your tests mention {', '.join(functions)}, so the known bugs of those functions count too."
+        )
     rng = rng or random.SystemRandom()
     order: list[KnownHead | None] = list(chaffs)
     rng.shuffle(order)
     order.insert(rng.randrange(len(order) + 1), None)  # the second wheat run, somewhere among the chaffs
     deadline = time.monotonic() + limits.per_submission_timeout_s
-
-    def run(head: KnownHead | None) -> Run | None:
-        if time.monotonic() > deadline:
-            return None
-        override = None if head is None else head.path.read_text(encoding="utf-8")
-        return run_suite(files, disguised_head(override, entry), limits, active, entry.module)
-
     with _pool_for(pool, limits, jobs) as (active, width):
+
+        def run(head: KnownHead | None) -> Run | None:
+            if time.monotonic() > deadline:
+                return None
+            override = None if head is None else head.path.read_text(encoding="utf-8")
+            return run_suite(files, disguised_head(override, entry), limits, active, entry.module)
+
         first = run(None)
         assert first is not None
         if first.outcome != "passed":
             return _wheat_verdict(first, first=True, notes=notes)
         runs = _run_all(order, run, width)
     missed: list[KnownHead] = []
-    for head, result in zip(order, runs):
+    for head, result in zip(order, runs, strict=True):
         if result is None:
             continue
         if head is None and result.outcome != "passed":
@@ -326,7 +351,7 @@ def grade_suite(
             return _misbehaved(result, "one of the instructor's buggy heads", notes)
         if head is not None and result.outcome != "failed":
             missed.append(head)
-    unrun = [h for h, r in zip(order, runs) if r is None and h is not None]
+    unrun = [h for h, r in zip(order, runs, strict=True) if r is None and h is not None]
     if unrun:
         return _out_of_time(chaffs, missed, unrun, limits, notes)
     return _score(chaffs, missed, notes)
@@ -367,22 +392,22 @@ def _wheat_verdict(run: Run, *, first: bool, notes: list[str]) -> Verdict:
         return _misbehaved(run, "a correct head", notes)
     if run.outcome == "empty":
         return skipped(f"No test of yours ran on a correct head: {run.detail}.")
-    shown = "\n".join(f"- {c.id}: " + c.message.replace("\n", "\n  ") for c in run.failures[:SHOWN_FAILURES])
-    more = len(run.failures) - SHOWN_FAILURES
-    shown += f"\n- ... and {more} more" if more > 0 else ""
+    case = run.failures[0]  # pytest stops at the first failure (-x)
+    quoted = "  " + case.message.replace("\n", "\n  ")
     if first:
-        lead = (
-            f"{len(run.failures)} of your tests fail on a correct head, so they would reject a right answer; "
-            "this check gives no points until every test passes on it."
+        lead = f"Your test {case.id} fails on a correct head, so it would reject a right answer:"
+        advice = "This check gives no points until every test passes on a correct head. " + (
+            "Tests may rely only on what the contract promises (names, shapes, dtypes in the README)."
+            if case.outcome == "error"
+            else "Check the assertion against the lecture result it cites, and the tolerance it allows."
         )
-        advice = "Check each assertion against the lecture result it cites, and the tolerance it allows."
     else:
-        lead = (
-            "Your tests passed on a correct head once and failed on the same head in a later run: "
-            "their result depends on chance or on earlier runs."
+        lead = f"Your test {case.id} passed on a correct head once and failed on it in a later run:"
+        advice = (
+            "A test's result must not depend on chance or on earlier runs: seed every random input "
+            "(torch.Generator().manual_seed(...)) and keep no state between runs."
         )
-        advice = "Seed every random input (torch.Generator().manual_seed(...)) and keep no state between runs."
-    return failed(f"{lead}\n{shown}\n{advice}", notes=notes)
+    return failed(f"{lead}\n{quoted}\n{advice}", notes=notes)
 
 
 def _misbehaved(run: Run, against: str, notes: list[str]) -> Verdict:
@@ -399,7 +424,8 @@ def _out_of_time(
     verdict.status = "timeout"  # type: ignore[assignment]
     verdict.message = (
         f"Your tests took more than {limits.per_submission_timeout_s:g} s over all the instructor's heads; "
-        f"{len(unrun)} heads were not run and count as missed. Keep tests small (T <= 16).\n" + verdict.message
+        f"{len(unrun)} heads were not run and count as missed. Keep tests small (T <= 16).\n"
+        + verdict.message
     )
     return verdict
 

@@ -1,0 +1,280 @@
+"""The student_tests check (Exercise 2): wheats and chaffs, judged from untrusted JUnit XML.
+
+Suites of known quality live in tests/student_suites/ (not named test_*, so this session does not
+collect them); each test copies one into a fresh submission folder as test_<name>.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grader.checks import CHECKS, Ctx
+from grader.checks._student_tests import (
+    disguised_head,
+    grade_suite,
+    in_scope,
+    parse_junit,
+    suite_files,
+)
+from grader.library import known_heads, load_reference
+from grader.rubric import EntryPoints, Rubric
+from grader.sandbox import SandboxLimits, WorkerPool
+
+SUITES = Path(__file__).parent / "student_suites"
+TEMPLATE = Path(__file__).resolve().parent.parent / "student_template" / "test_attention_head.py"
+CHAFFS = known_heads("chaff")
+
+
+@pytest.fixture(scope="module")
+def suite_pool() -> Iterator[WorkerPool]:
+    with WorkerPool(2) as p:
+        yield p
+
+
+@pytest.fixture
+def quick(rubric: Rubric) -> Rubric:
+    """Short limits, so a hanging suite costs seconds."""
+    return rubric.model_copy(
+        update={"limits": SandboxLimits(per_call_timeout_s=2, per_submission_timeout_s=30)}
+    )
+
+
+def submission(tmp_path: Path, *suites: str, text: str | None = None) -> Path:
+    """A submission folder whose own head cannot even be imported: the check must never use it."""
+    d = tmp_path / "sub"
+    d.mkdir(parents=True)
+    (d / "attention_head.py").write_text("raise RuntimeError('the student head must not be used')\n")
+    for name in suites:
+        (d / f"test_{name}.py").write_text(text or (SUITES / f"{name}.py").read_text())
+    return d
+
+
+def grade(d: Path, rubric: Rubric, pool: WorkerPool):  # type: ignore[no-untyped-def]
+    return grade_suite(d, rubric, pool=pool, jobs=2, rng=random.Random(0))
+
+
+# ---- fast: files, scope, disguise, reports -------------------------------------------------------
+
+
+def test_a_test_file_that_does_not_import_names_the_file(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    text = "from attention_head import helper\n\ndef test_a():\n    pass\n"
+    verdict = grade(submission(tmp_path, "imports", text=text), rubric, suite_pool)
+    assert verdict.message.splitlines()[:2] == [
+        "Your test file test_imports.py fails on a correct head, so it would reject a right answer:",
+        "  collection failure: ImportError: cannot import name 'helper' from 'attention_head' "
+        "(attention_head.py)",
+    ]
+
+
+def test_no_tests_is_skipped(tmp_path: Path, rubric: Rubric) -> None:
+    verdict = grade_suite(submission(tmp_path), rubric)
+    assert verdict.status == "skipped"
+    assert "no test files (test_*.py at its top level or in tests/)" in verdict.message
+
+
+def test_suite_folder_takes_tests_from_both_places_and_never_the_head(tmp_path: Path) -> None:
+    d = submission(tmp_path, "assert_true")
+    (d / "tests").mkdir()
+    (d / "tests" / "test_more.py").write_text("def test_x():\n    pass\n")
+    (d / "tests" / "test_assert_true.py").write_text("")
+    files, notes = suite_files(d, "attention_head")
+    assert sorted(files) == ["test_assert_true.py", "test_more.py"]
+    assert notes == ["tests/test_assert_true.py was not run: a file of the same name is at the top level."]
+
+
+def test_scope_is_the_head_plus_the_functions_a_suite_mentions() -> None:
+    entry = EntryPoints()
+    head_only = in_scope(CHAFFS, "from attention_head import causal_self_attention", entry)
+    assert {c.function for c in head_only} == {"causal_self_attention"}
+    assert not {"python_double_loop", "uses_builtin_sdpa"} & {
+        c.id for c in head_only
+    }  # same values as the wheat
+    with_kernel = in_scope(CHAFFS, "gaussian_positional_weights(5, 1.0)", entry)
+    assert {c.function for c in with_kernel} == {"causal_self_attention", "gaussian_positional_weights"}
+    assert len(head_only) >= 15
+
+
+def test_heads_are_disguised_alike() -> None:
+    """Only behaviour may tell the heads apart: same names, docstrings, annotations; no comments."""
+    ref = load_reference()
+    wheat = disguised_head(None)
+    assert "#" not in wheat
+    layout = _layout(wheat)
+    for chaff in CHAFFS:
+        text = disguised_head(chaff.path.read_text())
+        assert "#" not in text and chaff.id not in text, chaff.id
+        assert _layout(text) == layout, chaff.id
+        namespace: dict[str, object] = {}
+        exec(compile(text, chaff.id, "exec"), namespace)
+        fn = namespace[chaff.function]
+        assert fn.__doc__ == getattr(ref, chaff.function).__doc__, chaff.id  # type: ignore[attr-defined]
+        assert fn.__annotations__ == getattr(ref, chaff.function).__annotations__, chaff.id  # type: ignore[attr-defined]
+
+
+def _layout(text: str) -> list[tuple[str, str]]:
+    module = ast.parse(text)
+    return [(type(n).__name__, getattr(n, "name", ast.unparse(n)[:40])) for n in module.body]
+
+
+def test_renamed_entry_points_get_aliases() -> None:
+    text = disguised_head(None, EntryPoints(causal_self_attention="attend"))
+    assert text.rstrip().endswith("attend = causal_self_attention")
+
+
+@pytest.mark.parametrize(
+    ("xml", "problem"),
+    [
+        (None, "pytest wrote no report"),
+        ("<testsuites><testsuite", "not valid XML"),
+        ('<!DOCTYPE r [<!ENTITY a "a">]><testsuites/>', "declares a DTD or entities"),
+        ("<report/>", "has no <testsuite>"),
+        (
+            '<testsuite failures="0"><testcase name="t"><failure message="x"/></testcase></testsuite>',
+            "failures='0'",
+        ),
+        ("<testsuite>" + "x" * (1 << 20) + "</testsuite>", "larger than"),
+    ],
+)
+def test_untrusted_reports_are_refused(xml: str | None, problem: str) -> None:
+    result = parse_junit(xml)
+    assert isinstance(result, str) and problem in result
+
+
+def test_report_cases_are_read() -> None:
+    xml = (
+        '<testsuites><testsuite tests="3" failures="1" errors="1" skipped="0">'
+        '<testcase classname="test_a" name="test_ok"/>'
+        '<testcase classname="test_a.TestRows" name="test_sum"><failure message="AssertionError: rows">'
+        "E   AssertionError: rows</failure></testcase>"
+        '<testcase classname="test_b" name="test_b"><error message="collection failure">'
+        "E   ImportError: cannot import name 'helper'</error></testcase>"
+        "</testsuite></testsuites>"
+    )
+    cases = parse_junit(xml)
+    assert not isinstance(cases, str)
+    assert [(c.id, c.outcome, c.message) for c in cases] == [
+        ("test_a.py::test_ok", "passed", ""),
+        ("test_a.py::TestRows::test_sum", "failed", "AssertionError: rows"),
+        ("test_b.py::test_b", "error", "collection failure: ImportError: cannot import name 'helper'"),
+    ]
+
+
+# ---- one run against the wheat -------------------------------------------------------------------
+
+
+def test_a_test_failing_on_the_wheat_earns_nothing(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    verdict = grade(submission(tmp_path, "fails_on_wheat"), rubric, suite_pool)
+    assert verdict.status == "failed" and verdict.fraction is None
+    assert verdict.message.splitlines()[:3] == [
+        "Your test test_fails_on_wheat.py::test_upper_triangle_is_used fails on a correct head, so it would "
+        "reject a right answer:",
+        "  AssertionError: query 0 should see key 1",
+        "  assert tensor(0., dtype=torch.float64) > 0",
+    ]
+
+
+def test_a_hanging_suite_times_out(tmp_path: Path, quick: Rubric, suite_pool: WorkerPool) -> None:
+    verdict = grade(submission(tmp_path, "hanging"), quick, suite_pool)
+    assert verdict.status == "timeout" and verdict.fraction is None
+    assert verdict.message.startswith(
+        "Your tests did not finish against a correct head: 'pytest' did not finish within 2 s"
+    )
+
+
+def test_an_exiting_suite_is_an_error(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
+    verdict = grade(submission(tmp_path, "exiting"), rubric, suite_pool)
+    assert verdict.status == "error" and verdict.fraction is None
+    assert verdict.message.startswith(
+        "Your tests did not complete a test run against a correct head: the worker"
+    )
+
+
+def test_a_forged_report_is_refused(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
+    verdict = grade(submission(tmp_path, "forges_report"), rubric, suite_pool)
+    assert verdict.status == "error"
+    assert "the test report declares a DTD or entities (pytest exit code 0)" in verdict.message
+
+
+def test_a_suite_that_keeps_state_between_runs_earns_nothing(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    token = uuid.uuid4().hex
+    marker = Path(f"/tmp/step4-stateful-{token}")
+    text = (SUITES / "stateful.py").read_text().replace("TOKEN", token)
+    try:
+        verdict = grade(submission(tmp_path, "stateful", text=text), rubric, suite_pool)
+    finally:
+        marker.unlink(missing_ok=True)
+    assert verdict.status == "failed" and verdict.fraction is None
+    assert verdict.message.startswith(
+        "Your test test_stateful.py::test_first_run_only passed on a correct head once and failed on it in a "
+        "later run:"
+    )
+
+
+# ---- whole suites against every chaff ------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_suites_of_known_quality_get_ordered_scores(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    scores = {}
+    for name in ("strong", "medium", "shape_only", "assert_true", "fails_on_wheat"):
+        verdict = grade(submission(tmp_path / name, name), rubric, suite_pool)
+        scores[name] = verdict.fraction or 0.0
+    assert scores["strong"] == 1.0
+    assert scores["strong"] > scores["medium"] > scores["shape_only"] > scores["assert_true"] == 0.0
+    assert scores["fails_on_wheat"] == 0.0
+
+
+@pytest.mark.slow
+def test_missed_chaffs_are_named_by_property_never_by_code(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    verdict = grade(submission(tmp_path, "medium"), rubric, suite_pool)
+    lines = verdict.message.splitlines()
+    assert verdict.status == "failed" and 0 < (verdict.fraction or 0) < 1
+    assert lines[1] == "Properties no test checked yet (add a test for each):"
+    missed = lines[2:]
+    scope = in_scope(CHAFFS, "causal_self_attention", EntryPoints())
+    assert len(missed) == round(len(scope) * (1 - (verdict.fraction or 0)))
+    assert any("Lemma 5.5" in line for line in missed)  # the medium suite never checks the scale
+    assert not any(c.id in verdict.message for c in CHAFFS)
+
+
+@pytest.mark.slow
+def test_the_template_suite_passes_on_the_wheat(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    d = submission(tmp_path)
+    shutil.copy(TEMPLATE, d / TEMPLATE.name)
+    verdict = grade(d, rubric, suite_pool)
+    assert verdict.status == "failed" and 0 < (verdict.fraction or 0) < 0.5  # one example test: a start
+
+
+def test_the_check_runs_the_submission_folder(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
+    ctx = Ctx(
+        None,
+        load_reference(),
+        rubric,
+        rubric.seed,
+        "student_tests",
+        "",
+        submission_dir=tmp_path,
+        pool=suite_pool,
+    )  # type: ignore[arg-type]
+    assert CHECKS["student_tests"].needs == ()  # the student's head is never required
+    verdict = CHECKS["student_tests"].fn(ctx)
+    assert verdict.status == "skipped"
