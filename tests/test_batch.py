@@ -1,0 +1,332 @@
+"""Batch grading: entries and safe ids, Gradescope exports, resume by fingerprint, the class files, and a
+real run over a correct, a buggy, a hanging, a zipped and a notebook submission."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import grader.runner
+from grader.batch import Entry, Outcome, discover, fingerprint, grades_csv, locate, run_batch, safe_id
+from grader.cli import main
+from grader.library import known_heads, reference_path
+from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.report.summary import render_summary
+from grader.rubric import Rubric
+from grader.sandbox import WorkerPool
+from grader.submission import SubmissionError
+
+METADATA_YML = """\
+---
+submission_111:
+  :submitters:
+  - :name: Ada Lovelace
+    :sid: '1815'
+    :email: ada@example.edu
+  :created_at: 2026-02-01 10:00:00.000000000 -08:00
+  :score: 0.0
+submission_222:
+  :submitters:
+  - :name: Alan Turing
+    :email: alan/t@example.edu
+  - :name: Group Partner
+    :sid: '999'
+  :score: 0.0
+"""
+
+
+def test_safe_id_keeps_one_path_component() -> None:
+    assert safe_id("alice") == "alice"
+    assert safe_id("../../etc/passwd") == "_.._etc_passwd"
+    assert safe_id("a\\b/c d") == "a_b_c_d"
+    assert safe_id("..") == "submission" and safe_id(".hidden") == "hidden"
+    assert safe_id("summary.html") == "_summary.html" and safe_id("grades.csv") == "_grades.csv"
+    assert safe_id("José") == "José"
+    assert "/" not in safe_id("x" * 300) and len(safe_id("x" * 300)) <= 100
+
+
+def test_discover_entries_ids_and_notes(tmp_path: Path) -> None:
+    for name in ("alice.py", "alice.zip", "carol smith.ipynb", ".DS_Store", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "bob").mkdir()
+    (tmp_path / "summary.html").mkdir()
+    entries, notes = discover(tmp_path)
+    assert [(e.id, e.path.name) for e in entries] == [
+        ("_summary.html", "summary.html"),
+        ("alice", "alice.py"),
+        ("alice-2", "alice.zip"),
+        ("bob", "bob"),
+        ("carol_smith", "carol smith.ipynb"),
+    ]
+    assert "skipped notes.txt: not a folder, .py, .zip or .ipynb" in notes
+    assert "alice.zip is graded as 'alice-2'" in notes
+
+
+def test_gradescope_export_layout(tmp_path: Path) -> None:
+    export = tmp_path / "assignment_42_export"
+    export.mkdir()
+    (export / "submission_metadata.yml").write_text(METADATA_YML)
+    for sub in ("submission_111", "submission_222", "submission_333"):
+        (export / sub).mkdir()
+        (export / sub / "attention_head.py").write_text("x = 1\n")
+    entries, _ = discover(tmp_path)  # the unpacked zip: one export folder inside
+    assert [(e.id, e.path.name, e.submitters) for e in entries] == [
+        ("1815", "submission_111", ("Ada Lovelace",)),
+        ("alan_t@example.edu", "submission_222", ("Alan Turing", "Group Partner")),
+        ("submission_333", "submission_333", ()),
+    ]
+
+
+def test_locate_finds_the_file_to_grade(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "attention_head.ipynb").write_text("{}")
+    (tmp_path / "a" / "README.md").write_text("")
+    assert locate(tmp_path / "a") == tmp_path / "a" / "attention_head.ipynb"
+    (tmp_path / "b" / "my-project").mkdir(parents=True)
+    (tmp_path / "b" / "my-project" / "attention_head.py").write_text("")
+    assert locate(tmp_path / "b") == tmp_path / "b" / "my-project"
+    (tmp_path / "c").mkdir()
+    assert locate(tmp_path / "c") == tmp_path / "c"  # nothing to find: prepare() will say so
+
+
+def test_fingerprint_tracks_submission_and_rubric(tmp_path: Path, rubric: Rubric) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "attention_head.py").write_text("x = 1\n")
+    entry = Entry("s", tmp_path / "s")
+    first = fingerprint(entry, rubric)
+    assert fingerprint(entry, rubric) == first
+    (tmp_path / "s" / "attention_head.py").write_text("x = 2\n")
+    assert fingerprint(entry, rubric) != first
+    second = fingerprint(entry, rubric)
+    changed = rubric.model_copy(update={"seed": rubric.seed + 1})
+    assert fingerprint(entry, changed) != second
+
+
+# -- orchestration, with a stand-in for the grading itself -----------------------------------------
+
+
+def _passed(cid: str, points: float) -> CheckResult:
+    return CheckResult(
+        id=cid,
+        title=cid,
+        cites="",
+        status="passed",
+        score=points,
+        max_score=points,
+        message="ok",
+        seed=1,
+        duration_s=0.01,
+    )
+
+
+class FakeGrade:
+    """Stands in for grader.runner.grade: full marks; 'unreadable' is unreadable, 'boom' breaks the grader."""
+
+    def __init__(self, rubric: Rubric) -> None:
+        self.rubric = rubric
+        self.calls: list[str] = []
+
+    def __call__(self, submission: Path, rubric: Rubric, **kw: Any) -> GradeResult:
+        name = Path(submission).stem
+        self.calls.append(name)
+        if name == "unreadable":
+            raise SubmissionError("unreadable.py holds no attention_head.py")
+        if name == "boom":
+            raise RuntimeError("the grader broke")
+        checks = [_passed(cid, rc.points) for cid, rc in rubric.checks.items()]
+        return GradeResult(
+            submission=kw["label"],
+            seed=rubric.seed,
+            score=100.0,
+            max_score=100.0,
+            checks=checks,
+            rubric=rubric.name,
+            duration_s=0.05,
+        )
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, rubric: Rubric) -> FakeGrade:
+    f = FakeGrade(rubric)
+    monkeypatch.setattr(grader.runner, "grade", f)
+    return f
+
+
+def _class(root: Path, names: list[str]) -> Path:
+    root.mkdir()
+    for n in names:
+        (root / f"{n}.py").write_text(f"# {n}\n")
+    return root
+
+
+def test_batch_writes_everything_and_resumes(tmp_path: Path, fake: FakeGrade, rubric: Rubric) -> None:
+    subs = _class(tmp_path / "subs", ["alice", "boom", "unreadable", "zed"])
+    out = tmp_path / "out"
+    report = run_batch(subs, out, rubric, jobs=2, pool=object())
+    assert sorted(fake.calls) == ["alice", "boom", "unreadable", "zed"]
+    assert {o.id: o.status for o in report.outcomes} == {
+        "alice": "graded",
+        "boom": "grader_error",
+        "unreadable": "invalid",
+        "zed": "graded",
+    }
+    for sid in ("alice", "boom", "unreadable", "zed"):
+        assert (out / sid / "report.html").is_file()
+        GradeResult.model_validate_json((out / sid / "result.json").read_text())
+    assert not (out / "boom" / ".fingerprint").exists()  # a grader error is retried next time
+    enabled = [cid for cid, rc in rubric.checks.items() if rc.enabled]
+    unreadable = GradeResult.model_validate_json((out / "unreadable" / "result.json").read_text())
+    assert {c.status for c in unreadable.checks} == {"failed"}
+    assert [c.id for c in unreadable.checks] == enabled  # every check listed, none dropped
+    assert "holds no attention_head.py" in unreadable.checks[0].message
+
+    rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
+    assert rows[0] == ["id", "score", "max_score", *enabled, "status"]
+    assert rows[1][:3] == ["alice", "100", "100"] and rows[1][-1] == "graded"
+    assert [r[0] for r in rows[1:]] == ["alice", "boom", "unreadable", "zed"]
+    assert "alice/report.html" in (out / "summary.html").read_text()
+
+    fake.calls.clear()
+    again = run_batch(subs, out, rubric, jobs=2, pool=object())
+    assert fake.calls == ["boom"] and again.resumed == 3 and again.graded == 1
+    (subs / "zed.py").write_text("# zed, second try\n")
+    fake.calls.clear()
+    run_batch(subs, out, rubric, jobs=2, pool=object())
+    assert sorted(fake.calls) == ["boom", "zed"]
+    fake.calls.clear()
+    run_batch(subs, out, rubric.model_copy(update={"seed": 1}), jobs=2, pool=object())
+    assert len(fake.calls) == 4  # the rubric changed: everything is regraded
+    fake.calls.clear()
+    run_batch(subs, out, rubric.model_copy(update={"seed": 1}), jobs=1, force=True, pool=object())
+    assert len(fake.calls) == 4
+
+
+def test_batch_command(tmp_path: Path, fake: FakeGrade, capsys: pytest.CaptureFixture[str]) -> None:
+    subs = _class(tmp_path / "subs", ["alice", "bob"])
+    assert main(["batch", str(subs), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert "2 submissions (2 graded now, 0 unchanged)" in capsys.readouterr().out
+    _class(tmp_path / "subs2", ["boom"])
+    assert main(["batch", str(tmp_path / "subs2"), "--out", str(tmp_path / "out2"), "--quiet"]) == 1
+    assert main(["batch", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "is not a folder of submissions" in capsys.readouterr().err
+    assert main(["batch", str(subs), "--out", str(tmp_path / "o"), "--jobs", "0"]) == 2
+
+
+def test_output_inside_submissions_is_not_a_submission(
+    tmp_path: Path, fake: FakeGrade, rubric: Rubric
+) -> None:
+    subs = _class(tmp_path / "subs", ["alice"])
+    run_batch(subs, subs / "graded", rubric, pool=object())
+    report = run_batch(subs, subs / "graded", rubric, pool=object())
+    assert [o.id for o in report.outcomes] == ["alice"]
+
+
+def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
+    checks = [_passed(cid, rc.points) for cid, rc in rubric.checks.items()]
+    checks[1] = checks[1].model_copy(
+        update={"status": "failed", "score": 0.0, "message": "<b>mask</b> leaks"}
+    )
+    good = GradeResult(
+        submission="a",
+        seed=1,
+        score=100,
+        max_score=100,
+        checks=checks[:1] + checks[2:] + checks[1:2],
+        rubric=rubric.name,
+        duration_s=1.0,
+    )
+    bad = good.model_copy(
+        update={
+            "checks": checks,
+            "score": 85.0,
+            "diagnosis": [
+                Diagnosis(
+                    id="no_mask", title="No causal mask", hint="mask the scores", cites="Definition 4.1"
+                )
+            ],
+        }
+    )
+    outcomes = [
+        Outcome(
+            "good",
+            "good.py",
+            "graded",
+            good.model_copy(update={"checks": [_passed(c, r.points) for c, r in rubric.checks.items()]}),
+        ),
+        Outcome("bad@x", "bad.py", "graded", bad, submitters=("<script>alert(1)</script>",)),
+        Outcome("bad2", "bad2.py", "crashed", bad),
+    ]
+    page = render_summary(outcomes, rubric, notes=["skipped notes.txt"])
+    assert page == render_summary(list(reversed(outcomes)), rubric, notes=["skipped notes.txt"])  # pure
+    assert "<script" not in page and "&lt;script&gt;" in page and "<b>mask" not in page
+    assert "http://" not in page and "https://" not in page and "<link" not in page  # self-contained
+    assert 'href="bad@x/report.html"' in page and "No causal mask" in page
+    assert "Score distribution" in page and "Most common failure patterns" in page
+    assert grades_csv(outcomes, rubric).splitlines()[1].startswith("bad2,85,100,")
+
+
+# -- a real batch ------------------------------------------------------------------------------------
+
+
+def _notebook(source: str) -> str:
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# My head"]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": ["%matplotlib inline\n", *source.splitlines(keepends=True)],
+        },
+    ]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+@pytest.mark.slow
+def test_real_batch_of_five(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
+    ref = reference_path().read_text()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "correct.py").write_text(ref)
+    (subs / "buggy").mkdir()
+    (subs / "buggy" / "attention_head.py").write_text(
+        next(h for h in known_heads("chaff") if h.id == "no_mask").source()
+    )
+    (subs / "hanging.py").write_text(
+        ref + "\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    while True:\n        pass\n"
+    )
+    with zipfile.ZipFile(subs / "zipped.zip", "w") as zf:
+        zf.writestr("handin/attention_head.py", ref)
+    (subs / "notebook.ipynb").write_text(_notebook(ref))
+    budget = 8.0
+    limits = rubric.limits.model_copy(update={"per_call_timeout_s": 4.0, "per_submission_timeout_s": budget})
+    tight = rubric.model_copy(update={"limits": limits})
+
+    report = run_batch(subs, tmp_path / "out", tight, jobs=2, pool=pool)
+    by_id = {o.id: o for o in report.outcomes}
+    assert {k: o.status for k, o in by_id.items()} == {
+        "buggy": "graded",
+        "correct": "graded",
+        "hanging": "timeout",
+        "notebook": "graded",
+        "zipped": "graded",
+    }
+    for sid in ("correct", "zipped", "notebook"):
+        assert {c.status for c in by_id[sid].result.checks} <= {"passed", "skipped"}, sid
+    assert by_id["buggy"].result.score < by_id["buggy"].result.max_score
+    # the hanging one costs its own budget (plus grader-side work), not more
+    assert by_id["hanging"].result.duration_s < budget + 15
+    assert "timeout" in {c.status for c in by_id["hanging"].result.checks}
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "grades.csv").read_text())))
+    assert {r["id"]: r["status"] for r in rows}["hanging"] == "timeout"
+    summary = (tmp_path / "out" / "summary.html").read_text()
+    assert all(f'href="{sid}/report.html"' in summary for sid in by_id)
+
+    again = run_batch(subs, tmp_path / "out", tight, jobs=2, pool=pool)
+    assert again.resumed == 5 and again.graded == 0
