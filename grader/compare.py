@@ -97,7 +97,8 @@ def mismatch(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, what: st
     bad = diff > tol.atol + tol.rtol * e.abs()
     if not bool(bad.any()):
         return None
-    rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    # As torch.testing: relative to |expected|, infinite where expected is 0 but the values differ.
+    rel = torch.where(diff == 0, torch.zeros_like(diff), diff / e.abs())
     ia, ir = int(diff.flatten().argmax()), int(rel.flatten().argmax())
     return Mismatch(
         what=what,

@@ -62,7 +62,8 @@ class Case:
         return {"X": self.X, "W_Q": self.W_Q, "W_K": self.W_K, "W_V": self.W_V}
 
     def to(self, dtype: torch.dtype) -> Case:
-        return Case(*(t.to(dtype) for t in (self.X, self.W_Q, self.W_K, self.W_V)), self.shape, self.seed, self.params)
+        X, W_Q, W_K, W_V = (t.to(dtype) for t in (self.X, self.W_Q, self.W_K, self.W_V))
+        return Case(X, W_Q, W_K, W_V, self.shape, self.seed, self.params)
 
     def with_X(self, X: torch.Tensor) -> Case:
         return Case(X, self.W_Q, self.W_K, self.W_V, self.shape, self.seed, self.params)

@@ -34,7 +34,9 @@ class Counterexample(_Strict):
     shape: dict[str, int] = Field(description="B, T, d, d_k, d_v (or the parameters of the input).")
     dtype: str = Field(description="Dtype of the failing input.")
     seed: int = Field(description="Seed to pass to --seed to rebuild this input.")
-    params: dict[str, float | int | bool | str] = Field(default_factory=dict, description="Other input parameters.")
+    params: dict[str, float | int | bool | str] = Field(
+        default_factory=dict, description="Other input parameters."
+    )
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in {**self.shape, **self.params}.items()]

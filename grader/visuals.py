@@ -23,7 +23,6 @@ from types import ModuleType
 from typing import TypeVar
 
 import torch
-from pydantic import Field
 
 from grader.head import Head, StudentFailure
 from grader.inputs import Case, Shape

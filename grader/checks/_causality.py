@@ -61,7 +61,9 @@ def future_perturbation(ctx: Ctx) -> Verdict:
                             )
                         return failed(
                             "\n".join(lines),
-                            counterexample=case.counterexample(ctx.base_seed, perturbed_from=t, magnitude=magnitude),
+                            counterexample=case.counterexample(
+                                ctx.base_seed, perturbed_from=t, magnitude=magnitude
+                            ),
                             heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, moved)[1], batch=bb),
                         )
     return passed("Earlier outputs are bitwise unchanged by future perturbations (magnitudes 1 and 1e3).")
@@ -110,7 +112,8 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
             if bad is not None:
                 return failed(
                     f"The gradient with respect to {name} differs from the reference's: something cuts or "
-                    "alters the autograd graph (e.g. .detach(), .item(), numpy, or in-place edits).\n" + bad.text(),
+                    "alters the autograd graph (e.g. .detach(), .item(), numpy, or in-place edits).\n"
+                    + bad.text(),
                     counterexample=case.counterexample(ctx.base_seed),
                 )
     return passed("Future Jacobian blocks are exactly zero; permitted blocks and weight gradients match.")
@@ -129,7 +132,7 @@ def _reference_derivatives(
             rows.append(g)
     J = torch.stack(rows).reshape(s.B, s.T, *case.X.shape)
     grads = torch.autograd.grad((out * u).sum() + (w * u_w).sum(), list(inputs.values()))
-    return J.detach(), {k: g.detach() for k, g in zip(inputs, grads)}
+    return J.detach(), {k: g.detach() for k, g in zip(inputs, grads, strict=True)}
 
 
 @check(
@@ -156,7 +159,14 @@ def batch_independence(ctx: Ctx) -> Verdict:
                 )
         for b in range(case.shape.B):
             s = case.shape
-            single = Case(case.X[b : b + 1].clone(), case.W_Q, case.W_K, case.W_V, Shape(1, s.T, s.d, s.d_k, s.d_v), case.seed)
+            single = Case(
+                case.X[b : b + 1].clone(),
+                case.W_Q,
+                case.W_K,
+                case.W_V,
+                Shape(1, s.T, s.d, s.d_k, s.d_v),
+                case.seed,
+            )
             alone = ctx.head.attention(single)
             bad = mismatch(alone.out[0], full.out[b], tol, f"out of batch element {b} computed alone")
             if bad is not None:

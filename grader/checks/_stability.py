@@ -65,7 +65,9 @@ def numerical_stability(ctx: Ctx) -> Verdict:
         if verdict:
             return verdict
     for k, dtype in enumerate((torch.float16, torch.bfloat16)):
-        verdict = _low_precision(ctx, make_case(Shape(2, 64, 48, 24, 16), seed=ctx.seed(10 + k), x_scale=2.0), dtype)
+        verdict = _low_precision(
+            ctx, make_case(Shape(2, 64, 48, 24, 16), seed=ctx.seed(10 + k), x_scale=2.0), dtype
+        )
         if verdict:
             return verdict
     return passed(
@@ -100,7 +102,10 @@ def _low_precision(ctx: Ctx, case64: Case, dtype: torch.dtype) -> Verdict | None
         lp_out, lp_w = ctx.ref.causal_self_attention(*case.tensors().values())
     problem = _structure_problem(call.weights, call.out, dtype)
     if problem is None:
-        for what, got, gold, lp in (("out", call.out, gold_out, lp_out), ("weights", call.weights, gold_w, lp_w)):
+        for what, got, gold, lp in (
+            ("out", call.out, gold_out, lp_out),
+            ("weights", call.weights, gold_w, lp_w),
+        ):
             err = float((got.double() - gold).abs().max())
             allowed = 3 * float((lp.double() - gold).abs().max()) + _fa_atol(gold, dtype)
             if not err <= allowed:

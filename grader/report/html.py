@@ -18,9 +18,8 @@ from markupsafe import Markup, escape
 from pydantic import ValidationError
 
 from grader.exports import write_atomic
-from grader.models import CheckResult, GradeResult, Heatmap
+from grader.models import CheckResult, GradeResult, Heatmap, ScalePoint, ScaleVisual, Visuals
 from grader.report import wording
-from grader.models import ScalePoint, ScaleVisual, Visuals
 
 OUTPUT_SHOW_CHARS = 16_000  # the sandbox keeps 64 KiB; a page shows the start, which holds the first error
 
