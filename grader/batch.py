@@ -287,9 +287,7 @@ def grade_entry(
         detail = "".join(traceback.format_exception(exc)[-4:]).rstrip()
         message = f"Internal grader error (not your fault; it will be rerun): {type(exc).__name__}: {exc}"
         result = unreadable_result(label, rubric, f"{message}\n{detail}", status="error")
-        return "grader_error", result.model_copy(
-            update={"duration_s": round(time.perf_counter() - started, 3)}
-        )
+        return "grader_error", result.model_copy(update={"duration_s": round(time.perf_counter() - started, 3)})
     return submission_status(result), result
 
 
@@ -335,9 +333,7 @@ def _store(outcome: Outcome, out: Path, fp: str) -> None:
         page = f"<!doctype html><title>{outcome.id}</title><pre>report failed: {html.escape(repr(exc))}</pre>"
     write_atomic(folder / "report.html", page)
     if outcome.status != "grader_error":  # a grader error is retried on the next run
-        write_atomic(
-            state, json.dumps({"fingerprint": fp, "status": outcome.status, "source": outcome.source}) + "\n"
-        )
+        write_atomic(state, json.dumps({"fingerprint": fp, "status": outcome.status, "source": outcome.source}) + "\n")
 
 
 def grades_csv(outcomes: list[Outcome], rubric: Rubric) -> str:
@@ -601,7 +597,5 @@ def _print_report(report: BatchReport, out: Path, console: Any) -> None:
     for note in report.notes:
         console.print(f"  note: {note}", markup=False)
     if report.errors:
-        console.print(
-            f"  {report.errors} hit an internal grader error; rerun the same command to retry them."
-        )
+        console.print(f"  {report.errors} hit an internal grader error; rerun the same command to retry them.")
     console.print(f"  {out / 'summary.html'}\n  {out / 'grades.csv'}", markup=False)

@@ -32,21 +32,13 @@ def _grade_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("submission", type=Path, help="attention_head.py, a folder holding it, a .zip or a .ipynb")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
-    p.add_argument(
-        "--json", type=Path, metavar="FILE", help="write results as JSON (and the HTML report beside it)"
-    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write results as JSON (and the HTML report beside it)")
     p.add_argument("--html", type=Path, metavar="FILE", help="write the HTML feedback report")
     p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML: one testcase per check (CI)")
     p.add_argument("--only", nargs="+", metavar="ID", help="run only these checks")
-    p.add_argument(
-        "--seed", type=int, help="base seed (default: the rubric's); failures print the one to reuse"
-    )
-    p.add_argument(
-        "--fail-under", type=float, metavar="PERCENT", help="exit 1 when the score is under this percentage"
-    )
-    p.add_argument(
-        "--device", choices=["cpu", "cuda"], default="cpu", help="where to run the head (default cpu)"
-    )
+    p.add_argument("--seed", type=int, help="base seed (default: the rubric's); failures print the one to reuse")
+    p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 when the score is under this percentage")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run the head (default cpu)")
     p.add_argument("--quiet", action="store_true", help="print only the score line")
     return p
 
@@ -112,9 +104,7 @@ def _print(result: GradeResult, console: Console, *, quiet: bool) -> None:
 
 
 def schema_main(argv: list[str]) -> int:
-    argparse.ArgumentParser(
-        prog="grade schema", description="Print the JSON Schema of grade --json."
-    ).parse_args(argv)
+    argparse.ArgumentParser(prog="grade schema", description="Print the JSON Schema of grade --json.").parse_args(argv)
     sys.stdout.write(result_schema())
     return 0
 

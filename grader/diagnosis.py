@@ -126,10 +126,7 @@ def _streaming_probes() -> list[Probe]:
 def _kv_cache_probes() -> list[Probe]:
     g = torch.Generator().manual_seed(PROBE_SEED + 2)
     X = torch.randn(2, 4, 4, generator=g, dtype=torch.float64)
-    W = {
-        n: torch.randn(4, w, generator=g, dtype=torch.float64)
-        for n, w in (("W_Q", 3), ("W_K", 3), ("W_V", 2))
-    }
+    W = {n: torch.randn(4, w, generator=g, dtype=torch.float64) for n, w in (("W_Q", 3), ("W_K", 3), ("W_V", 2))}
     return [Probe([], {"X": X, **W}, op="kv_cache")]
 
 
@@ -141,9 +138,7 @@ def _qk_kernel(seen: Seen) -> Seen:
     if Q.dim() != 2 or Q.shape != K.shape:
         return seen
     T = Q.shape[0]
-    scores = (Q @ K.T / math.sqrt(Q.shape[1])).masked_fill(
-        torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")
-    )
+    scores = (Q @ K.T / math.sqrt(Q.shape[1])).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     return Seen(values={"kernel": torch.softmax(scores, dim=-1)}, shape=seen.shape)
 
 
@@ -185,9 +180,7 @@ def student_side(head: Head, function: str, probes: list[Probe]) -> list[Seen] |
     out = []
     for probe in probes:
         try:
-            reply = head.probe(
-                function, probe.args, probe.tensors, seed=PROBE_SEED, op=probe.op, **probe.options
-            )
+            reply = head.probe(function, probe.args, probe.tensors, seed=PROBE_SEED, op=probe.op, **probe.options)
             seen = _seen(*reply)
         except MissingFunction:
             return None

@@ -198,9 +198,7 @@ def run_gradescope(
     except BaseException as exc:  # the grader's failure (or SIGTERM): zero points, stated plainly
         detail = "".join(traceback.format_exception(exc)).rstrip()
         print(f"step4-grader: INTERNAL ERROR\n{detail}", file=out)
-        data = error_results(
-            f"{type(exc).__name__}: {exc}", detail, execution_time=time.monotonic() - started
-        )
+        data = error_results(f"{type(exc).__name__}: {exc}", detail, execution_time=time.monotonic() - started)
         interrupted = isinstance(exc, KeyboardInterrupt)
     finally:
         if previous is not None:
@@ -261,12 +259,8 @@ def gradescope_main(argv: list[str]) -> int:
         description="Grade a Gradescope submission and write results.json (what run_autograder calls).",
     )
     p.add_argument("--submission", type=Path, default=root / "submission", help="default: %(default)s")
-    p.add_argument(
-        "--results", type=Path, default=root / "results" / "results.json", help="default: %(default)s"
-    )
-    p.add_argument(
-        "--metadata", type=Path, default=root / "submission_metadata.json", help="default: %(default)s"
-    )
+    p.add_argument("--results", type=Path, default=root / "results" / "results.json", help="default: %(default)s")
+    p.add_argument("--metadata", type=Path, default=root / "submission_metadata.json", help="default: %(default)s")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
     p.add_argument(
         "--stdout-visibility",
@@ -456,8 +450,7 @@ def _pyproject(files: list[tuple[str, Path]]) -> str:
         "[tool.setuptools.package-data]",
     ]
     lines += [
-        f"{quote(p.replace('/', '.'))} = [{', '.join(quote(f) for f in sorted(fs))}]"
-        for p, fs in sorted(data.items())
+        f"{quote(p.replace('/', '.'))} = [{', '.join(quote(f) for f in sorted(fs))}]" for p, fs in sorted(data.items())
     ]
     return "\n".join(lines) + "\n"
 
@@ -469,9 +462,7 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None
     zf.writestr(info, data)
 
 
-def build_bundle(
-    out: Path, rubric_path: Path | None = None, *, memory_mb: int = WORKER_MEMORY_MB
-) -> list[str]:
+def build_bundle(out: Path, rubric_path: Path | None = None, *, memory_mb: int = WORKER_MEMORY_MB) -> list[str]:
     """Write the Gradescope upload zip (same inputs, same bytes); returns the names it holds."""
     from importlib import metadata
 
@@ -481,9 +472,7 @@ def build_bundle(
     rubric_file = rubric_path or bundled("rubrics") / "step4.toml"
     rubric = load_rubric(rubric_file)  # refuse to bundle a rubric that would fail on every submission
     torch_version = metadata.version("torch").split("+", 1)[0]
-    setup = SETUP_SH.replace("{torch}", torch_version).replace(
-        "{uid_base}", str(rubric.limits.sandbox_uid_base)
-    )
+    setup = SETUP_SH.replace("{torch}", torch_version).replace("{uid_base}", str(rubric.limits.sandbox_uid_base))
     files = _package_files()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:

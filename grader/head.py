@@ -181,13 +181,9 @@ class Head:
             call.grads = {k.removeprefix("g:"): v for k, v in reply.tensors.items() if k.startswith("g:")}
         if jacobian_upstream is not None:
             if "problem" in reply.header["jacobian"]:
-                raise StudentFailure(
-                    "failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}"
-                )
+                raise StudentFailure("failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}")
             call.jacobian = reply.tensors["jac"]
-        call.inputs_after = {
-            k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")
-        }
+        call.inputs_after = {k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")}
         return call
 
     def traced_calls(self, case: Case, names: list[str]) -> list[str]:

@@ -34,9 +34,7 @@ class Counterexample(_Strict):
     shape: dict[str, int] = Field(description="B, T, d, d_k, d_v (or the parameters of the input).")
     dtype: str = Field(description="Dtype of the failing input.")
     seed: int = Field(description="Seed to pass to --seed to rebuild this input.")
-    params: dict[str, float | int | bool | str] = Field(
-        default_factory=dict, description="Other input parameters."
-    )
+    params: dict[str, float | int | bool | str] = Field(default_factory=dict, description="Other input parameters.")
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in {**self.shape, **self.params}.items()]
@@ -58,12 +56,8 @@ class Panel(_Strict):
     label: str = Field(description="What distinguishes this panel, e.g. 'h = 0.5'.")
     yours: Heatmap | None = Field(description="The student's matrix; None when it could not be computed.")
     reference: Heatmap | None = Field(description="The reference's matrix on the same input.")
-    problem: str | None = Field(
-        default=None, description="Why a matrix is missing ('could not be computed: ...')."
-    )
-    max_abs_diff: float | None = Field(
-        default=None, description="Largest |yours - reference| (NaN counts as inf)."
-    )
+    problem: str | None = Field(default=None, description="Why a matrix is missing ('could not be computed: ...').")
+    max_abs_diff: float | None = Field(default=None, description="Largest |yours - reference| (NaN counts as inf).")
 
 
 class SentenceVisual(_Strict):
@@ -101,9 +95,7 @@ class ScaleVisual(_Strict):
     seed: int
     yours: list[ScalePoint] = Field(description="The student's score_scale_statistics, one point per d_k.")
     reference: list[ScalePoint] = Field(description="The reference's, same arguments.")
-    problem: str | None = Field(
-        default=None, description="Why the student's points are missing or incomplete."
-    )
+    problem: str | None = Field(default=None, description="Why the student's points are missing or incomplete.")
 
 
 class Visuals(_Strict):

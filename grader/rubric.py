@@ -33,20 +33,12 @@ class EntryPoints(_Strict):
 
     module: str = Field(default="attention_head", description="Module (file stem) holding the head.")
     causal_self_attention: str = Field(default="causal_self_attention", description="The head.")
-    gaussian_positional_weights: str = Field(
-        default="gaussian_positional_weights", description="Exercise 7 kernel."
-    )
-    gaussian_positional_qk: str = Field(
-        default="gaussian_positional_qk", description="Exercise 7 queries/keys."
-    )
-    score_scale_statistics: str = Field(
-        default="score_scale_statistics", description="Exercise 3 measurement."
-    )
+    gaussian_positional_weights: str = Field(default="gaussian_positional_weights", description="Exercise 7 kernel.")
+    gaussian_positional_qk: str = Field(default="gaussian_positional_qk", description="Exercise 7 queries/keys.")
+    score_scale_statistics: str = Field(default="score_scale_statistics", description="Exercise 3 measurement.")
     streaming_attention: str = Field(default="streaming_attention", description="Optional: Aside 8.1.")
     KVCache: str = Field(default="KVCache", description="Optional: Section 8.1 cache class.")
-    cached_attention_step: str = Field(
-        default="cached_attention_step", description="Optional: Section 8.1 step."
-    )
+    cached_attention_step: str = Field(default="cached_attention_step", description="Optional: Section 8.1 step.")
 
 
 class Rubric(_Strict):

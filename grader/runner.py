@@ -60,9 +60,7 @@ def grade(
             head = Head(sandbox, rubric.entry_points)
             results = []
             for cid in selected:
-                ctx = Ctx(
-                    head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool
-                )
+                ctx = Ctx(head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool)
                 results.append(run_check(CHECKS[cid], ctx, rubric.checks[cid], label))
             diagnosis = _diagnose(results, head, ref)
             # The report's pictures; skipped for --only runs, which are about one check.
@@ -106,13 +104,9 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
         verdict = spec.fn(ctx)
     except MissingFunction as exc:
         if exc.optional:
-            verdict = Verdict(
-                "skipped", f"Optional: your submission does not define `{exc.name}`; not graded."
-            )
+            verdict = Verdict("skipped", f"Optional: your submission does not define `{exc.name}`; not graded.")
         else:
-            verdict = Verdict(
-                "failed", f"Your submission does not define `{exc.name}`, which this check needs."
-            )
+            verdict = Verdict("failed", f"Your submission does not define `{exc.name}`, which this check needs.")
     except StudentFailure as exc:
         if exc.status == "failed":  # it ran, but what came back breaks the contract
             text = f"What your code returned breaks the contract: {exc.message}."
@@ -129,9 +123,7 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
     return _result(spec, ctx, rc, verdict, label, time.perf_counter() - t0)
 
 
-def _result(
-    spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, duration: float
-) -> CheckResult:
+def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, duration: float) -> CheckResult:
     if v.status == "passed":
         fraction = 1.0 if v.fraction is None else v.fraction
     else:

@@ -138,9 +138,7 @@ def prepare(path: Path, module: str = "attention_head") -> Iterator[Prepared]:
         elif path.suffix == ".zip":
             notes = _from_zip(path, dest)
         elif path.suffix == ".ipynb":
-            _write(
-                dest, PurePosixPath(f"{module}.py"), notebook_code(path.read_text(encoding="utf-8")).encode()
-            )
+            _write(dest, PurePosixPath(f"{module}.py"), notebook_code(path.read_text(encoding="utf-8")).encode())
         elif path.suffix == ".py":
             _write(dest, PurePosixPath(f"{module}.py"), _read_regular(path))
         else:

@@ -159,9 +159,7 @@ def scale_visual(head: Head, ref: ModuleType, seed: int) -> ScaleVisual:
     yours: list[ScalePoint] = []
     problem = None
     for d_k in SCALE_DKS:
-        got, problem = _attempt(
-            partial(head.statistics, d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=stats_seed)
-        )
+        got, problem = _attempt(partial(head.statistics, d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=stats_seed))
         if got is None:
             break  # stop at the first failure: the next d_k would fail the same way, only slower
         yours.append(_point(d_k, got))

@@ -218,9 +218,7 @@ def test_batch_command(tmp_path: Path, fake: FakeGrade, capsys: pytest.CaptureFi
     assert main(["batch", str(subs), "--out", str(tmp_path / "o"), "--jobs", "0"]) == 2
 
 
-def test_output_inside_submissions_is_not_a_submission(
-    tmp_path: Path, fake: FakeGrade, rubric: Rubric
-) -> None:
+def test_output_inside_submissions_is_not_a_submission(tmp_path: Path, fake: FakeGrade, rubric: Rubric) -> None:
     subs = _class(tmp_path / "subs", ["alice"])
     run_batch(subs, subs / "graded", rubric, pool=object())
     report = run_batch(subs, subs / "graded", rubric, pool=object())
@@ -229,9 +227,7 @@ def test_output_inside_submissions_is_not_a_submission(
 
 def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
     checks = [_passed(cid, rc.points) for cid, rc in rubric.checks.items()]
-    checks[1] = checks[1].model_copy(
-        update={"status": "failed", "score": 0.0, "message": "<b>mask</b> leaks"}
-    )
+    checks[1] = checks[1].model_copy(update={"status": "failed", "score": 0.0, "message": "<b>mask</b> leaks"})
     good = GradeResult(
         submission="a",
         seed=1,
@@ -246,9 +242,7 @@ def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
             "checks": checks,
             "score": 85.0,
             "diagnosis": [
-                Diagnosis(
-                    id="no_mask", title="No causal mask", hint="mask the scores", cites="Definition 4.1"
-                )
+                Diagnosis(id="no_mask", title="No causal mask", hint="mask the scores", cites="Definition 4.1")
             ],
         }
     )

@@ -50,9 +50,7 @@ pytestmark = [
 ]
 
 
-def chromium(
-    page: Path, tmp: Path, *action: str, size: str = "1200,2400"
-) -> subprocess.CompletedProcess[str]:
+def chromium(page: Path, tmp: Path, *action: str, size: str = "1200,2400") -> subprocess.CompletedProcess[str]:
     """Run headless Chromium on ``page`` with a fresh profile; returns the finished process."""
     profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
     argv = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}", *action, page.as_uri()]

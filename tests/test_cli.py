@@ -26,9 +26,7 @@ def test_reference_full_marks_json_and_exit_zero(tmp_path: Path, capsys: pytest.
     assert (tmp_path / "results.html").is_file()  # the report is written beside the JSON by default
     data = json.loads(out.read_text())
     assert {"score", "max_score", "checks", "seed"} <= data.keys()
-    assert {"id", "status", "score", "max_score", "message", "counterexample", "duration_s"} <= data[
-        "checks"
-    ][0].keys()
+    assert {"id", "status", "score", "max_score", "message", "counterexample", "duration_s"} <= data["checks"][0].keys()
     assert "interface" in capsys.readouterr().out
 
 

@@ -28,9 +28,7 @@ _FOLDERS = itertools.count()
 
 def _check(source: str, write_head, rubric: Rubric, pool: WorkerPool, device: str = "cpu") -> CheckResult:  # type: ignore[no-untyped-def]
     folder = write_head(source, name=f"sub{next(_FOLDERS)}")
-    result = grade(
-        folder, rubric, only=["fused_kernel_cuda"], pool=pool, device=device, label="attention_head.py"
-    )
+    result = grade(folder, rubric, only=["fused_kernel_cuda"], pool=pool, device=device, label="attention_head.py")
     (check,) = result.checks
     return check
 
@@ -90,9 +88,7 @@ def test_skipped_without_cuda_and_not_counted(write_head, rubric: Rubric, pool: 
     result = grade(folder, rubric, only=["fused_kernel_cuda", "fused_kernel"], pool=pool)
     cuda = next(c for c in result.checks if c.id == "fused_kernel_cuda")
     assert cuda.status == "skipped" and cuda.score == 0 and cuda.extra_credit
-    assert cuda.message.startswith(
-        f"Skipped: {_cuda.unavailable_reason()}, so the GPU half of the fused-kernel"
-    )
+    assert cuda.message.startswith(f"Skipped: {_cuda.unavailable_reason()}, so the GPU half of the fused-kernel")
     assert "This does not count against you: the rubric makes this check extra credit." in cuda.message
     assert result.max_score == rubric.checks["fused_kernel"].points  # the skipped GPU part adds nothing
 
@@ -123,9 +119,7 @@ def test_excluded_by_rubric(write_head, rubric: Rubric, pool: WorkerPool) -> Non
 
 
 @pytest.mark.parametrize("source", ["reference", "scale_query_first", "manual_stable_softmax", "row_loop"])
-def test_correct_heads_pass_the_rule(
-    source: str, cpu_standin, write_head, rubric: Rubric, pool: WorkerPool
-) -> None:  # type: ignore[no-untyped-def]
+def test_correct_heads_pass_the_rule(source: str, cpu_standin, write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
     text = reference_path().read_text() if source == "reference" else VARIANTS[source].source()
     check = _check(text, write_head, rubric, pool)
     assert check.status == "passed", check.message
@@ -151,10 +145,7 @@ def test_wrong_scale_fails_the_rule(cpu_standin, write_head, rubric: Rubric, poo
         "backends in float32) + one rounding step, with factor 3 for the forward pass and 5 for gradients"
     )
     assert check.message.count("TOO LARGE") == 6
-    assert (
-        "Smallest failing input: B=2, T=128, d=64, d_k=40, d_v=40, device=cpu, x_scale=1.0 (float32"
-        in check.message
-    )
+    assert "Smallest failing input: B=2, T=128, d=64, d_k=40, d_v=40, device=cpu, x_scale=1.0 (float32" in check.message
 
 
 def test_unstable_softmax_fails_in_float16(cpu_standin, write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]

@@ -71,9 +71,7 @@ def test_matching_compares_shapes_non_finite_patterns_and_values() -> None:
 def test_a_known_bug_is_named_with_its_hint(head_of) -> None:  # type: ignore[no-untyped-def]
     chaff = _chaff("mask_after_softmax_no_renorm")
     [diagnosis] = head_of(chaff.source())
-    assert diagnosis == Diagnosis(
-        id=chaff.id, title=chaff.title, hint=chaff.hint, cites="Implementation aside 4.4"
-    )
+    assert diagnosis == Diagnosis(id=chaff.id, title=chaff.title, hint=chaff.hint, cites="Implementation aside 4.4")
     assert "Implementation aside 4.4" in diagnosis.hint
 
 
@@ -123,9 +121,7 @@ def test_every_chaff_is_named_and_no_variant_is(head: KnownHead, head_of) -> Non
 def test_class_counts() -> None:
     d = Diagnosis(id="no_mask", title="t", hint="h", cites="c")
     results = [
-        GradeResult(
-            submission=s, seed=0, score=0, max_score=1, checks=[], diagnosis=ds, rubric="r", duration_s=0
-        )
+        GradeResult(submission=s, seed=0, score=0, max_score=1, checks=[], diagnosis=ds, rubric="r", duration_s=0)
         for s, ds in (("a", [d]), ("b", [d]), ("c", []))
     ]
     assert count_diagnoses(results) == {"no_mask": 2}

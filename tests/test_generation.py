@@ -26,9 +26,7 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "student_template" / "attention
 _FOLDERS = itertools.count()
 
 
-def _results(
-    source: str, write_head, rubric: Rubric, pool: WorkerPool, only: list[str]
-) -> dict[str, CheckResult]:  # type: ignore[no-untyped-def]
+def _results(source: str, write_head, rubric: Rubric, pool: WorkerPool, only: list[str]) -> dict[str, CheckResult]:  # type: ignore[no-untyped-def]
     folder = write_head(source, name=f"sub{next(_FOLDERS)}")
     result = grade(folder, rubric, only=only, pool=pool, label="attention_head.py")
     return {c.id: c for c in result.checks}
@@ -47,9 +45,7 @@ def test_reference_passes(write_head, rubric: Rubric, pool: WorkerPool) -> None:
     assert "block sizes [1, 2, 3, 4, 5, 7, 8, 12, 15]" in res["streaming_softmax"].message
     peak = re.search(r"at T = 2048 it allocated ([\d.]+) MB at most", res["streaming_softmax"].message)
     assert peak is not None and float(peak.group(1)) < 10  # measured 4.6 MB; one T x T matrix is 33.6 MB
-    ratio = re.match(
-        r"([\d.]+)x the time of the plain batched formula at T = 1024", res["performance"].message
-    )
+    ratio = re.match(r"([\d.]+)x the time of the plain batched formula at T = 1024", res["performance"].message)
     assert ratio is not None and float(ratio.group(1)) < 5, res["performance"].message
 
 
@@ -61,22 +57,16 @@ def test_reference_passes(write_head, rubric: Rubric, pool: WorkerPool) -> None:
         ("row_loop", "performance"),
     ],
 )
-def test_correct_variant_passes(
-    variant: str, check_id: str, write_head, rubric: Rubric, pool: WorkerPool
-) -> None:  # type: ignore[no-untyped-def]
+def test_correct_variant_passes(variant: str, check_id: str, write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
     res = _results(VARIANTS[variant].source(), write_head, rubric, pool, [check_id])
     assert res[check_id].status == "passed", res[check_id].message
 
 
-EXTENSION_CHAFFS = [
-    h for h in CHAFFS.values() if h.function in ("streaming_attention", "cached_attention_step")
-]
+EXTENSION_CHAFFS = [h for h in CHAFFS.values() if h.function in ("streaming_attention", "cached_attention_step")]
 
 
 @pytest.mark.parametrize("head", EXTENSION_CHAFFS, ids=[h.id for h in EXTENSION_CHAFFS])
-def test_extension_chaff_is_caught_by_its_check(
-    head: KnownHead, write_head, rubric: Rubric, pool: WorkerPool
-) -> None:  # type: ignore[no-untyped-def]
+def test_extension_chaff_is_caught_by_its_check(head: KnownHead, write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
     res = _results(head.source(), write_head, rubric, pool, ["streaming_softmax", "kv_cache"])
     failing = {cid for cid, r in res.items() if r.status != "passed"}
     assert failing == set(head.caught_by), {cid: r.message for cid, r in res.items()}
@@ -86,35 +76,24 @@ def test_extension_chaff_is_caught_by_its_check(
 
 
 def test_streaming_messages_say_what_to_fix(write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
-    rescale = _results(
-        CHAFFS["streaming_no_rescale"].source(), write_head, rubric, pool, ["streaming_softmax"]
-    )
+    rescale = _results(CHAFFS["streaming_no_rescale"].source(), write_head, rubric, pool, ["streaming_softmax"])
     assert rescale["streaming_softmax"].message.startswith(
         "streaming_attention differs from dense attention (Aside 8.1: streaming is an exact reorganisation) "
         "with block_size = 1 (2 blocks for T = 2); worst at query row 1.\n"
     )
-    assert (
-        "multiply the old denominator and numerator by exp(m_old - m_new)"
-        in rescale["streaming_softmax"].message
-    )
-    local = _results(
-        CHAFFS["streaming_local_mask_index"].source(), write_head, rubric, pool, ["streaming_softmax"]
-    )
+    assert "multiply the old denominator and numerator by exp(m_old - m_new)" in rescale["streaming_softmax"].message
+    local = _results(CHAFFS["streaming_local_mask_index"].source(), write_head, rubric, pool, ["streaming_softmax"])
     assert "Row 0 should equal v_0 exactly but reads later keys" in local["streaming_softmax"].message
 
 
 def test_kv_messages_say_what_went_wrong(write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
-    no_append = _results(CHAFFS["kv_cache_no_append"].source(), write_head, rubric, pool, ["kv_cache"])[
-        "kv_cache"
-    ]
+    no_append = _results(CHAFFS["kv_cache_no_append"].source(), write_head, rubric, pool, ["kv_cache"])["kv_cache"]
     assert no_append.message.startswith(
         "len(cache) after each of the 2 steps was [0, 0], expected [1, 2]: after step 0 (positions 0..0 "
         "fed) the "
         "cache should hold 1 position(s) but holds 0."
     )
-    self_excl = _results(CHAFFS["kv_cache_excludes_self"].source(), write_head, rubric, pool, ["kv_cache"])[
-        "kv_cache"
-    ]
+    self_excl = _results(CHAFFS["kv_cache_excludes_self"].source(), write_head, rubric, pool, ["kv_cache"])["kv_cache"]
     assert self_excl.message.startswith(
         "Decoding step 1 (the new position attends to positions 0..1, itself included) differs from row 1 "
         "of the "
@@ -122,9 +101,7 @@ def test_kv_messages_say_what_went_wrong(write_head, rubric: Rubric, pool: Worke
     )
 
 
-def test_streaming_that_builds_the_full_matrix_fails_on_memory(
-    write_head, rubric: Rubric, pool: WorkerPool
-) -> None:  # type: ignore[no-untyped-def]
+def test_streaming_that_builds_the_full_matrix_fails_on_memory(write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
     dense = """
 def streaming_attention(Q, K, V, block_size, causal=True):
     T = Q.shape[1]
@@ -135,9 +112,7 @@ def streaming_attention(Q, K, V, block_size, causal=True):
 """
     res = _results(materialize(dense), write_head, rubric, pool, ["streaming_softmax"])["streaming_softmax"]
     assert res.status == "failed"
-    assert res.message.startswith(
-        "streaming_attention materialises a T x T matrix: at T = 2048 (B = 1, d_k = d_v = 16"
-    )
+    assert res.message.startswith("streaming_attention materialises a T x T matrix: at T = 2048 (B = 1, d_k = d_v = 16")
     assert "one T x T float64 matrix is 33.6 MB and at most 16.8 MB is allowed" in res.message
 
 
@@ -164,9 +139,7 @@ def test_template_stubs_are_skipped(write_head, rubric: Rubric, pool: WorkerPool
     assert "`KVCache` or `cached_attention_step` raises NotImplementedError" in res["kv_cache"].message
 
 
-def test_not_implemented_after_the_first_call_is_an_error(
-    write_head, rubric: Rubric, pool: WorkerPool
-) -> None:  # type: ignore[no-untyped-def]
+def test_not_implemented_after_the_first_call_is_an_error(write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
     partial = """
 _reference_streaming = streaming_attention
 
@@ -181,12 +154,8 @@ def streaming_attention(Q, K, V, block_size, causal=True):
 
 
 def test_python_double_loop_is_too_slow(write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]
-    res = _results(CHAFFS["python_double_loop"].source(), write_head, rubric, pool, ["performance"])[
-        "performance"
-    ]
+    res = _results(CHAFFS["python_double_loop"].source(), write_head, rubric, pool, ["performance"])["performance"]
     assert res.status == "failed"
-    m = re.match(
-        r"Your head is (\d+)x slower than the plain batched formula already at T = 256 ", res.message
-    )
+    m = re.match(r"Your head is (\d+)x slower than the plain batched formula already at T = 256 ", res.message)
     assert m is not None and int(m.group(1)) > 100, res.message  # measured 1200-2000x
     assert "Reproduce: grade attention_head.py --only performance --seed 20417" in res.message

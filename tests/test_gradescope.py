@@ -25,9 +25,7 @@ from grader.rubric import Rubric
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_KEYS = {"name", "number", "score", "max_score", "status", "output", "output_format", "visibility"}
-SECRET_MESSAGE = (
-    "Row 1 of batch element 1 sums to 0.0489531826\nSmallest failing input: B=2, T=3 (float64, seed 20417)"
-)
+SECRET_MESSAGE = "Row 1 of batch element 1 sums to 0.0489531826\nSmallest failing input: B=2, T=3 (float64, seed 20417)"
 
 
 def _check(cid: str, status: str, visibility: str = "visible", **kw: Any) -> CheckResult:
@@ -103,10 +101,7 @@ def test_hidden_checks_show_only_property_and_outcome() -> None:
         reproduce="grade attention_head.py --only row_stochastic --seed 20417",
     )
     test = results_json(_result([hidden]))["tests"][0]
-    assert (
-        test["output"]
-        == "FAILED. row_stochastic holds (Proposition 3.1). Details of hidden checks are not shown."
-    )
+    assert test["output"] == "FAILED. row_stochastic holds (Proposition 3.1). Details of hidden checks are not shown."
     assert "20417" not in json.dumps(test)
     visible = results_json(_result([hidden.model_copy(update={"visibility": "visible"})]))["tests"][0]
     assert visible["output_format"] == "html" and "<table>" in visible["output"]  # a small heatmap helps
@@ -123,9 +118,7 @@ def test_grader_failure_still_writes_instructor_visible_results(tmp_path: Path) 
     _validate_spec(data)
     assert data["score"] == 0.0 and "not a problem with your code" in data["output"]
     [test] = data["tests"]
-    assert (
-        test["visibility"] == "hidden" and "checks.no_such_check" in test["output"]
-    )  # the instructor's view
+    assert test["visibility"] == "hidden" and "checks.no_such_check" in test["output"]  # the instructor's view
     assert "INTERNAL ERROR" in log.text
 
 
@@ -137,9 +130,7 @@ def test_unreadable_submission_explains_itself(tmp_path: Path, rubric: Rubric) -
     assert data == json.loads(results.read_text())
     _validate_spec(data)
     assert data["score"] == 0.0 and len(data["tests"]) == sum(rc.enabled for rc in rubric.checks.values())
-    assert all(
-        "holds no attention_head.py" in t["output"] for t in data["tests"] if t["visibility"] != "hidden"
-    )
+    assert all("holds no attention_head.py" in t["output"] for t in data["tests"] if t["visibility"] != "hidden")
 
 
 class _Log:
@@ -269,14 +260,10 @@ def test_run_autograder_end_to_end_correct_and_buggy(tmp_path: Path) -> None:
     good = _run_autograder(root, reference_path().read_text())
     _validate_spec(good)
     assert good["score"] >= good["extra_data"]["max_score"] == 91  # 100 less student_tests; extra credit adds
-    assert all(t["status"] == "passed" for t in good["tests"]), [
-        t for t in good["tests"] if t["status"] != "passed"
-    ]
+    assert all(t["status"] == "passed" for t in good["tests"]), [t for t in good["tests"] if t["status"] != "passed"]
     assert "submission 1 by Ada" in good["_log"]
     assert "memory watchdog 384 MiB" in good["_log"]  # capped to fit Gradescope's default container
-    assert good["_peak_pss"] < 768 * 2**20, (
-        f"peak PSS {good['_peak_pss'] / 2**20:.0f} MiB over Gradescope's 768 MB"
-    )
+    assert good["_peak_pss"] < 768 * 2**20, f"peak PSS {good['_peak_pss'] / 2**20:.0f} MiB over Gradescope's 768 MB"
 
     buggy = next(h for h in known_heads("chaff") if h.id == "no_mask")
     bad = _run_autograder(root, buggy.source())

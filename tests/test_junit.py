@@ -45,9 +45,7 @@ def test_one_testcase_per_check_with_pytest_style_counts() -> None:
     result = _result(
         [
             _check("interface", "passed", score=2.0),
-            _check(
-                "causal_mask", "failed", "causal_mask FAILED: weights[0, 0, 1] = 0.43.\nReproduce: grade x"
-            ),
+            _check("causal_mask", "failed", "causal_mask FAILED: weights[0, 0, 1] = 0.43.\nReproduce: grade x"),
             _check("determinism", "timeout", "did not finish within 20 s"),
             _check("gradient_blocks", "error", "RuntimeError: boom"),
             _check("fused_kernel", "skipped", "Optional: not defined"),
@@ -98,9 +96,7 @@ def test_same_result_same_bytes() -> None:
     assert render_junit(result) == render_junit(result.model_copy(deep=True))
 
 
-def test_cli_writes_junit_and_fails_under_threshold(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_writes_junit_and_fails_under_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     chaff = next(h for h in known_heads("chaff") if h.id == "no_mask")
     head = tmp_path / "attention_head.py"
     head.write_text(chaff.source())

@@ -36,18 +36,14 @@ def test_reference_gets_full_marks(rubric: Rubric, pool: WorkerPool) -> None:
 
 
 @pytest.mark.parametrize("head", VARIANTS, ids=[h.id for h in VARIANTS])
-def test_correct_variant_gets_full_marks(
-    head: KnownHead, tmp_path: Path, rubric: Rubric, pool: WorkerPool
-) -> None:
+def test_correct_variant_gets_full_marks(head: KnownHead, tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
     result = _grade(head.source(), tmp_path, rubric, pool)
     not_passed = {c.id: c.message for c in result.checks if c.status not in ("passed", "skipped")}
     assert not_passed == {}, f"false alarm on correct head {head.id}"
 
 
 @pytest.mark.parametrize("head", CHAFFS, ids=[h.id for h in CHAFFS])
-def test_chaff_fails_exactly_its_checks(
-    head: KnownHead, tmp_path: Path, rubric: Rubric, pool: WorkerPool
-) -> None:
+def test_chaff_fails_exactly_its_checks(head: KnownHead, tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
     result = _grade(head.source(), tmp_path, rubric, pool)
     failing = {c.id for c in result.checks if c.status in ("failed", "error", "timeout")}
     assert failing == set(head.caught_by), {c.id: c.message for c in result.checks if c.id in failing}

@@ -39,9 +39,7 @@ class ReferenceHead:
 
     def attention(self, case: Case, *, causal: bool = True, **_: Any) -> HeadCall:
         with torch.no_grad():
-            out, w = REF.causal_self_attention(
-                *case.tensors().values(), causal=causal and not self.causal_ignored
-            )
+            out, w = REF.causal_self_attention(*case.tensors().values(), causal=causal and not self.causal_ignored)
         return HeadCall(out, w)
 
     def gaussian_weights(self, T: int, bandwidth: float) -> torch.Tensor:
@@ -238,9 +236,7 @@ def test_hidden_check_lists_name_and_outcome_only() -> None:
 
 
 def test_same_result_same_bytes_and_self_contained(visuals_ok: dict[str, object]) -> None:
-    result = make_result(
-        [make_check("causal_mask", "failed", T=5), make_check("interface")], visuals=visuals_ok
-    )
+    result = make_result([make_check("causal_mask", "failed", T=5), make_check("interface")], visuals=visuals_ok)
     html = render_html(result)
     assert html == render_html(GradeResult.model_validate_json(result.model_dump_json()))
     assert not re.search(r"https?:|//[a-z]|\bsrc=|@import|url\((?!#)", html, re.IGNORECASE)
@@ -287,28 +283,16 @@ def test_visuals_are_complete_for_a_correct_head(visuals_ok: dict[str, object]) 
 
 def test_visuals_show_a_leaking_head() -> None:
     v = Visuals.model_validate(collect_visuals(ReferenceHead(causal_ignored=True), REF, SEED))  # type: ignore[arg-type]
-    assert (
-        v.sentence is not None
-        and v.sentence.panel.max_abs_diff is not None
-        and v.sentence.panel.max_abs_diff > 0.1
-    )
+    assert v.sentence is not None and v.sentence.panel.max_abs_diff is not None and v.sentence.panel.max_abs_diff > 0.1
     html = render_html(make_result([make_check("interface")], visuals=v.model_dump(mode="json")))
-    assert (
-        "✗ Your weights differ from the reference" in html and "cells above the diagonal carry weight" in html
-    )
+    assert "✗ Your weights differ from the reference" in html and "cells above the diagonal carry weight" in html
 
 
-@pytest.mark.parametrize(
-    "head", [BrokenHead("the submission defines no `score_scale_statistics`"), GraderBugHead()]
-)
+@pytest.mark.parametrize("head", [BrokenHead("the submission defines no `score_scale_statistics`"), GraderBugHead()])
 def test_visuals_never_raise_and_say_why(head: object) -> None:
     v = Visuals.model_validate(collect_visuals(head, REF, SEED))  # type: ignore[arg-type]
-    assert (
-        v.sentence is not None and v.sentence.panel.yours is None and v.sentence.panel.reference is not None
-    )
-    assert v.sentence.panel.problem is not None and v.sentence.panel.problem.startswith(
-        "could not be computed: "
-    )
+    assert v.sentence is not None and v.sentence.panel.yours is None and v.sentence.panel.reference is not None
+    assert v.sentence.panel.problem is not None and v.sentence.panel.problem.startswith("could not be computed: ")
     assert v.kernels is not None and all(p.problem for p in v.kernels.panels)
     assert v.scale is not None and v.scale.yours == [] and v.scale.problem
     html = render_html(make_result([make_check("interface")], visuals=v.model_dump(mode="json")))

@@ -23,11 +23,20 @@ from grader.checks._student_tests import (
     parse_junit,
     suite_files,
 )
-from grader.library import known_heads, load_reference
+from grader.library import known_heads, load_reference, reference_path
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import SandboxLimits, WorkerPool
 
 SUITES = Path(__file__).parent / "student_suites"
+
+
+def suite_text(name: str) -> str:
+    """A fixture suite; "strong" is the instructor's own suite shipped with the reference submission."""
+    if name == "strong":
+        return (reference_path().parent / "test_attention_head.py").read_text()
+    return (SUITES / f"{name}.py").read_text()
+
+
 TEMPLATE = Path(__file__).resolve().parent.parent / "student_template" / "test_attention_head.py"
 CHAFFS = known_heads("chaff")
 
@@ -41,9 +50,7 @@ def suite_pool() -> Iterator[WorkerPool]:
 @pytest.fixture
 def quick(rubric: Rubric) -> Rubric:
     """Short limits, so a hanging suite costs seconds."""
-    return rubric.model_copy(
-        update={"limits": SandboxLimits(per_call_timeout_s=2, per_submission_timeout_s=30)}
-    )
+    return rubric.model_copy(update={"limits": SandboxLimits(per_call_timeout_s=2, per_submission_timeout_s=30)})
 
 
 def submission(tmp_path: Path, *suites: str, text: str | None = None) -> Path:
@@ -52,7 +59,7 @@ def submission(tmp_path: Path, *suites: str, text: str | None = None) -> Path:
     d.mkdir(parents=True)
     (d / "attention_head.py").write_text("raise RuntimeError('the student head must not be used')\n")
     for name in suites:
-        (d / f"test_{name}.py").write_text(text or (SUITES / f"{name}.py").read_text())
+        (d / f"test_{name}.py").write_text(text or suite_text(name))
     return d
 
 
@@ -70,8 +77,7 @@ def test_a_test_file_that_does_not_import_names_the_file(
     verdict = grade(submission(tmp_path, "imports", text=text), rubric, suite_pool)
     assert verdict.message.splitlines()[:2] == [
         "Your test file test_imports.py fails on a correct head, so it would reject a right answer:",
-        "  collection failure: ImportError: cannot import name 'helper' from 'attention_head' "
-        "(attention_head.py)",
+        "  collection failure: ImportError: cannot import name 'helper' from 'attention_head' (attention_head.py)",
     ]
 
 
@@ -95,9 +101,7 @@ def test_scope_is_the_head_plus_the_functions_a_suite_mentions() -> None:
     entry = EntryPoints()
     head_only = in_scope(CHAFFS, "from attention_head import causal_self_attention", entry)
     assert {c.function for c in head_only} == {"causal_self_attention"}
-    assert not {"python_double_loop", "uses_builtin_sdpa"} & {
-        c.id for c in head_only
-    }  # same values as the wheat
+    assert not {"python_double_loop", "uses_builtin_sdpa"} & {c.id for c in head_only}  # same values as the wheat
     with_kernel = in_scope(CHAFFS, "gaussian_positional_weights(5, 1.0)", entry)
     assert {c.function for c in with_kernel} == {"causal_self_attention", "gaussian_positional_weights"}
     assert len(head_only) >= 15
@@ -171,9 +175,7 @@ def test_report_cases_are_read() -> None:
 # ---- one run against the wheat -------------------------------------------------------------------
 
 
-def test_a_test_failing_on_the_wheat_earns_nothing(
-    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
-) -> None:
+def test_a_test_failing_on_the_wheat_earns_nothing(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
     verdict = grade(submission(tmp_path, "fails_on_wheat"), rubric, suite_pool)
     assert verdict.status == "failed" and verdict.fraction is None
     assert verdict.message.splitlines()[:3] == [
@@ -195,9 +197,7 @@ def test_a_hanging_suite_times_out(tmp_path: Path, quick: Rubric, suite_pool: Wo
 def test_an_exiting_suite_is_an_error(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
     verdict = grade(submission(tmp_path, "exiting"), rubric, suite_pool)
     assert verdict.status == "error" and verdict.fraction is None
-    assert verdict.message.startswith(
-        "Your tests did not complete a test run against a correct head: the worker"
-    )
+    assert verdict.message.startswith("Your tests did not complete a test run against a correct head: the worker")
 
 
 def test_a_forged_report_is_refused(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
@@ -218,8 +218,7 @@ def test_a_suite_that_keeps_state_between_runs_earns_nothing(
         marker.unlink(missing_ok=True)
     assert verdict.status == "failed" and verdict.fraction is None
     assert verdict.message.startswith(
-        "Your test test_stateful.py::test_first_run_only passed on a correct head once and failed on it in a "
-        "later run:"
+        "Your test test_stateful.py::test_first_run_only passed on a correct head once and failed on it in a later run:"
     )
 
 
@@ -227,9 +226,7 @@ def test_a_suite_that_keeps_state_between_runs_earns_nothing(
 
 
 @pytest.mark.slow
-def test_suites_of_known_quality_get_ordered_scores(
-    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
-) -> None:
+def test_suites_of_known_quality_get_ordered_scores(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
     scores = {}
     for name in ("strong", "medium", "shape_only", "assert_true", "fails_on_wheat"):
         verdict = grade(submission(tmp_path / name, name), rubric, suite_pool)
@@ -255,9 +252,7 @@ def test_missed_chaffs_are_named_by_property_never_by_code(
 
 
 @pytest.mark.slow
-def test_the_template_suite_passes_on_the_wheat(
-    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
-) -> None:
+def test_the_template_suite_passes_on_the_wheat(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
     d = submission(tmp_path)
     shutil.copy(TEMPLATE, d / TEMPLATE.name)
     verdict = grade(d, rubric, suite_pool)

@@ -114,9 +114,7 @@ def heatmaps_for(
 
     maps = [Heatmap(title="your weights", kind="weights", data=rows(student[batch]), causal=causal)]
     if reference is not None:
-        maps.append(
-            Heatmap(title="reference weights", kind="weights", data=rows(reference[batch]), causal=causal)
-        )
+        maps.append(Heatmap(title="reference weights", kind="weights", data=rows(reference[batch]), causal=causal))
         diff = student[batch].double() - reference[batch].double()
         maps.append(Heatmap(title="yours − reference", kind="difference", data=rows(diff), causal=causal))
     return maps

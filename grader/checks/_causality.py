@@ -61,9 +61,7 @@ def future_perturbation(ctx: Ctx) -> Verdict:
                             )
                         return failed(
                             "\n".join(lines),
-                            counterexample=case.counterexample(
-                                ctx.base_seed, perturbed_from=t, magnitude=magnitude
-                            ),
+                            counterexample=case.counterexample(ctx.base_seed, perturbed_from=t, magnitude=magnitude),
                             heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, moved)[1], batch=bb),
                         )
     return passed("Earlier outputs are bitwise unchanged by future perturbations (magnitudes 1 and 1e3).")
@@ -112,8 +110,7 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
             if bad is not None:
                 return failed(
                     f"The gradient with respect to {name} differs from the reference's: something cuts or "
-                    "alters the autograd graph (e.g. .detach(), .item(), numpy, or in-place edits).\n"
-                    + bad.text(),
+                    "alters the autograd graph (e.g. .detach(), .item(), numpy, or in-place edits).\n" + bad.text(),
                     counterexample=case.counterexample(ctx.base_seed),
                 )
     return passed("Future Jacobian blocks are exactly zero; permitted blocks and weight gradients match.")
@@ -171,8 +168,7 @@ def batch_independence(ctx: Ctx) -> Verdict:
             bad = mismatch(alone.out[0], full.out[b], tol, f"out of batch element {b} computed alone")
             if bad is not None:
                 return failed(
-                    f"Batch element {b} gives a different output when it is passed on its own (B=1).\n"
-                    + bad.text(),
+                    f"Batch element {b} gives a different output when it is passed on its own (B=1).\n" + bad.text(),
                     counterexample=case.counterexample(ctx.base_seed),
                 )
     return passed("Batch elements are independent (perturbation and slicing).")

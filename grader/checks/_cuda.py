@@ -108,9 +108,7 @@ def _with_grads(
 
 
 def _sdpa_head(backend: SDPBackend) -> Callable[..., tuple[torch.Tensor, None]]:
-    def head(
-        X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor
-    ) -> tuple[torch.Tensor, None]:
+    def head(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor) -> tuple[torch.Tensor, None]:
         Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (B, T, d_k), (B, T, d_k), (B, T, d_v)
         with sdpa_kernel([backend]):  # this backend only; raises when it cannot run these inputs
             # one head: (B, 1, T, d); CPU flash needs 4-D inputs
@@ -128,13 +126,9 @@ def error_table(ref: ModuleType, case: Case, upstream: torch.Tensor, device: str
     listed with the reason instead of an error.
     """
     dtype = case.X.dtype
-    gold = _with_grads(
-        ref.causal_self_attention, {k: t.double() for k, t in case.tensors().items()}, upstream.double()
-    )
+    gold = _with_grads(ref.causal_self_attention, {k: t.double() for k, t in case.tensors().items()}, upstream.double())
     on_device = {k: t.to(device) for k, t in case.tensors().items()}
-    runs: dict[str, Run | str] = {
-        PLAIN: _with_grads(ref.causal_self_attention, on_device, upstream.to(device))
-    }
+    runs: dict[str, Run | str] = {PLAIN: _with_grads(ref.causal_self_attention, on_device, upstream.to(device))}
     for name, backend in BACKENDS.items():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -175,21 +169,12 @@ def format_table(rows: list[Row]) -> str:
     lines = [head.rstrip()]
     for r in rows:
         ok, allowed = r.judge()
-        cells = [
-            f"{v:>13.3g}" if isinstance(v, float) else f"{'n/a':>13}" for v in (r.baselines[n] for n in names)
-        ]
+        cells = [f"{v:>13.3g}" if isinstance(v, float) else f"{'n/a':>13}" for v in (r.baselines[n] for n in names)]
         lines.append(
-            f"{r.tensor:10} {r.student:>9.3g} "
-            + " ".join(cells)
-            + f" {allowed:>9.3g}  {'ok' if ok else 'TOO LARGE'}"
+            f"{r.tensor:10} {r.student:>9.3g} " + " ".join(cells) + f" {allowed:>9.3g}  {'ok' if ok else 'TOO LARGE'}"
         )
     reasons = sorted(
-        {
-            f"{n}: {v}"
-            for r in rows
-            for n, v in r.baselines.items()
-            if isinstance(v, str) and v != "no weights"
-        }
+        {f"{n}: {v}" for r in rows for n, v in r.baselines.items() if isinstance(v, str) and v != "no weights"}
     )
     return "\n".join(lines + reasons)
 

@@ -62,8 +62,7 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
             if bad is not None:
                 return failed(
                     f"Your Gaussian positional weights for T={T}, h={h:g} differ from "
-                    "A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i, normalised over each row (Exercise 7).\n"
-                    + bad.text(),
+                    "A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i, normalised over each row (Exercise 7).\n" + bad.text(),
                     counterexample=_kernel_cx(ctx, T, h),
                     heatmaps=_maps(got, exp),
                 )
@@ -114,9 +113,7 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
                     counterexample=_kernel_cx(ctx, T, h),
                     heatmaps=_maps(got, exp),
                 )
-    return passed(
-        "Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention."
-    )
+    return passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")
 
 
 # Exercise 3 bands. The raw-score std over the causal entries of 200 samples at T = 64 has a relative
@@ -207,9 +204,5 @@ def score_scale_experiment(ctx: Ctx) -> Verdict:
             "reproducible measurement)."
         )
     if again[0] == again[2]:
-        return failed(
-            "score_scale_statistics gave identical numbers for different seeds: use the seed argument."
-        )
-    return passed(
-        "Raw score std ≈ sqrt(d_k), scaled std ≈ 1, and typical largest weights agree (d_k = 16, 64, 256)."
-    )
+        return failed("score_scale_statistics gave identical numbers for different seeds: use the seed argument.")
+    return passed("Raw score std ≈ sqrt(d_k), scaled std ≈ 1, and typical largest weights agree (d_k = 16, 64, 256).")

@@ -68,9 +68,7 @@ def _rows_golden(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, rows: torch.
     return torch.softmax(s.masked_fill(future, float("-inf")), dim=-1) @ V  # (B, r, d_v)
 
 
-def _stream_example(
-    Q: torch.Tensor, V: torch.Tensor, seed: int, **params: float | int | bool | str
-) -> Counterexample:
+def _stream_example(Q: torch.Tensor, V: torch.Tensor, seed: int, **params: float | int | bool | str) -> Counterexample:
     B, T, d_k = Q.shape
     return Counterexample(
         shape={"B": B, "T": T, "d_k": d_k, "d_v": V.shape[-1]},
@@ -168,9 +166,7 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def _judge_memory(
-    ctx: Ctx, qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor], probe: PeakMemory
-) -> Verdict | None:
+def _judge_memory(ctx: Ctx, qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor], probe: PeakMemory) -> Verdict | None:
     """Peak allocation at long T against one T x T matrix; also spot-checks the first and last rows."""
     Q, K, V = qkv
     square = MEM_T * MEM_T * Q.element_size()

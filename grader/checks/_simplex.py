@@ -28,9 +28,7 @@ def row_stochastic(ctx: Ctx) -> Verdict:
                         f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite "
                         "(Proposition 3.1).",
                         counterexample=case.counterexample(ctx.base_seed, causal=causal),
-                        heatmaps=heatmaps_for(
-                            w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=idx[0]
-                        ),
+                        heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=idx[0]),
                     )
                 dev = (w.double().sum(-1) - 1).abs()
                 if float(dev.max()) > tol:
@@ -40,9 +38,7 @@ def row_stochastic(ctx: Ctx) -> Verdict:
                         f"(up to {tol:g} allowed in {dtype_name(dtype)}); every attention row is a probability "
                         "vector (Proposition 3.1). Normalise over the keys, after masking.",
                         counterexample=case.counterexample(ctx.base_seed, causal=causal),
-                        heatmaps=heatmaps_for(
-                            w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=b
-                        ),
+                        heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=b),
                     )
     return passed("All weights are nonnegative and every row sums to one (float64 and float32).")
 
@@ -113,9 +109,7 @@ def convex_hull(ctx: Ctx) -> Verdict:
         call = ctx.head.attention(case)
         V = case.X @ case.W_V  # (B, T, d) @ (d, d_v) -> (B, T, d_v)
         d_v = V.shape[-1]
-        dirs = torch.cat(
-            [torch.eye(d_v, dtype=torch.float64), torch.randn(8, d_v, generator=g, dtype=torch.float64)]
-        )
+        dirs = torch.cat([torch.eye(d_v, dtype=torch.float64), torch.randn(8, d_v, generator=g, dtype=torch.float64)])
         proj_v = V @ dirs.T  # (B, T, n_dirs): <u, v_j>
         proj_o = call.out.double() @ dirs.T  # (B, T, n_dirs): <u, out_i>
         T = case.shape.T

@@ -65,9 +65,7 @@ def numerical_stability(ctx: Ctx) -> Verdict:
         if verdict:
             return verdict
     for k, dtype in enumerate((torch.float16, torch.bfloat16)):
-        verdict = _low_precision(
-            ctx, make_case(Shape(2, 64, 48, 24, 16), seed=ctx.seed(10 + k), x_scale=2.0), dtype
-        )
+        verdict = _low_precision(ctx, make_case(Shape(2, 64, 48, 24, 16), seed=ctx.seed(10 + k), x_scale=2.0), dtype)
         if verdict:
             return verdict
     return passed(

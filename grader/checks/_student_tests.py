@@ -106,11 +106,7 @@ def in_scope(chaffs: tuple[KnownHead, ...], test_sources: str, entry: EntryPoint
     def mentioned(function: str) -> bool:
         return re.search(rf"\b{re.escape(getattr(entry, function))}\b", test_sources) is not None
 
-    return [
-        c
-        for c in chaffs
-        if not indistinguishable(c) and (c.function in ALWAYS_IN_SCOPE or mentioned(c.function))
-    ]
+    return [c for c in chaffs if not indistinguishable(c) and (c.function in ALWAYS_IN_SCOPE or mentioned(c.function))]
 
 
 # ---- the heads a suite meets ---------------------------------------------------------------------
@@ -138,15 +134,11 @@ _Def = ast.FunctionDef | ast.ClassDef
 
 def _put_in_place(module: ast.Module, override: ast.Module) -> None:
     known = {ast.unparse(n) for n in module.body if isinstance(n, ast.Import | ast.ImportFrom)}
-    imports = [
-        n for n in override.body if isinstance(n, ast.Import | ast.ImportFrom) and ast.unparse(n) not in known
-    ]
+    imports = [n for n in override.body if isinstance(n, ast.Import | ast.ImportFrom) and ast.unparse(n) not in known]
     defs = {n.name: n for n in override.body if isinstance(n, _Def)}
     stray = [n for n in override.body if not isinstance(n, ast.Import | ast.ImportFrom | _Def)]
     if stray:
-        raise ValueError(
-            f"a known head may only define functions and classes; found {ast.unparse(stray[0])!r}"
-        )
+        raise ValueError(f"a known head may only define functions and classes; found {ast.unparse(stray[0])!r}")
     for i, node in enumerate(module.body):
         if isinstance(node, _Def) and node.name in defs:
             module.body[i] = _dressed_like(defs.pop(node.name), node, imports)
@@ -168,11 +160,7 @@ def _dressed_like(new: _Def, old: _Def, imports: Sequence[ast.stmt]) -> _Def:
 
 def _docstring_node(node: _Def) -> ast.stmt | None:
     first = node.body[0] if node.body else None
-    if (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    ):
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return first
     return None
 
@@ -226,9 +214,7 @@ def judge_reply(reply: Reply) -> Run:
         return Run("failed", cases)
     if code == 5 and not cases:
         return Run("empty", cases, "pytest collected no tests (test functions are named test_...)")
-    return Run(
-        "broken", cases, f"pytest exit code {code} does not agree with its report ({len(bad)} failures)"
-    )
+    return Run("broken", cases, f"pytest exit code {code} does not agree with its report ({len(bad)} failures)")
 
 
 def parse_junit(text: object) -> list[Reported] | str:
@@ -247,9 +233,7 @@ def parse_junit(text: object) -> list[Reported] | str:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         return f"the test report is not valid XML ({exc})"
-    suites = (
-        [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
-    )
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
     if not suites:
         return f"the test report has no <testsuite> (root <{root.tag[:40]}>)"
     cases: list[Reported] = []
@@ -284,9 +268,7 @@ def _case(tc: ET.Element) -> Reported:
 
 
 @contextlib.contextmanager
-def _pool_for(
-    pool: WorkerPool | None, limits: SandboxLimits, jobs: int | None
-) -> Iterator[tuple[WorkerPool, int]]:
+def _pool_for(pool: WorkerPool | None, limits: SandboxLimits, jobs: int | None) -> Iterator[tuple[WorkerPool, int]]:
     """The caller's pool (one run at a time unless told), or a private pool of ``OWN_SLOTS`` slots."""
     if pool is not None:
         yield pool, jobs or 1
@@ -320,9 +302,7 @@ def grade_suite(
     chaffs = in_scope(known_heads("chaff"), sources, entry)
     functions = sorted({getattr(entry, c.function) for c in chaffs if c.function not in ALWAYS_IN_SCOPE})
     if functions:
-        notes.append(
-            f"Your tests mention {', '.join(functions)}, so the known bugs of those functions count too."
-        )
+        notes.append(f"Your tests mention {', '.join(functions)}, so the known bugs of those functions count too.")
     rng = rng or random.SystemRandom()
     order: list[KnownHead | None] = list(chaffs)
     rng.shuffle(order)
@@ -424,8 +404,7 @@ def _out_of_time(
     verdict.status = "timeout"  # type: ignore[assignment]
     verdict.message = (
         f"Your tests took more than {limits.per_submission_timeout_s:g} s over all the instructor's heads; "
-        f"{len(unrun)} heads were not run and count as missed. Keep tests small (T <= 16).\n"
-        + verdict.message
+        f"{len(unrun)} heads were not run and count as missed. Keep tests small (T <= 16).\n" + verdict.message
     )
     return verdict
 

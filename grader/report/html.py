@@ -171,9 +171,7 @@ def heatmap_view(
     finite = [abs(v) for r in data for v in r if v is not None]
     if hm.kind == "difference":
         vmax = max(finite, default=0.0)
-        lo, hi, gradient = (
-            (f"−{sig(vmax, 2)}", f"+{sig(vmax, 2)}", "g-diff") if vmax else ("0", "0", "g-diff")
-        )
+        lo, hi, gradient = (f"−{sig(vmax, 2)}", f"+{sig(vmax, 2)}", "g-diff") if vmax else ("0", "0", "g-diff")
     else:
         vmax, lo, hi, gradient = 1.0, "0", "1", "g-weights"
     names = [_short(s) for s in labels] if labels else None
@@ -211,9 +209,7 @@ def heatmap_view(
     caption = ""
     if leaks:
         cells_carry = (
-            "1 cell above the diagonal carries"
-            if len(leaks) == 1
-            else f"{len(leaks)} cells above the diagonal carry"
+            "1 cell above the diagonal carries" if len(leaks) == 1 else f"{len(leaks)} cells above the diagonal carry"
         )
         caption = f"{cells_carry} weight (total {sig(leak_mass, 3)}); the causal mask allows none."
     return HeatmapView(
@@ -301,9 +297,7 @@ def _scale_charts(scale: ScaleVisual) -> list[Chart]:
         return Chart(title, y_label, 340, 236, (L, T, R, B), xticks, yticks, series, guides)
 
     # std on a log2 axis, at least 0.5 .. 32, widened to every value: raw std ~ sqrt(d_k) is a straight line.
-    stds = [
-        v for p in scale.yours + scale.reference for v in (p.raw_std, p.scaled_std) if v is not None and v > 0
-    ]
+    stds = [v for p in scale.yours + scale.reference for v in (p.raw_std, p.scaled_std) if v is not None and v > 0]
     e_lo = min(-1, *(math.floor(math.log2(v)) for v in stds)) if stds else -1
     e_hi = max(5, *(math.ceil(math.log2(v)) for v in stds)) if stds else 5
     e_lo, e_hi = max(e_lo, -20), min(e_hi, 40)
@@ -314,9 +308,7 @@ def _scale_charts(scale: ScaleVisual) -> list[Chart]:
 
     every = 1 + (e_hi - e_lo) // 8
     std_ticks = [(y_std(2.0**e), sig(2.0**e)) for e in range(e_lo, e_hi + 1, every)]
-    sqrt_guide = "".join(
-        f"{'M' if k == 0 else 'L'}{px(d):.1f} {y_std(math.sqrt(d)):.1f}" for k, d in enumerate(dks)
-    )
+    sqrt_guide = "".join(f"{'M' if k == 0 else 'L'}{px(d):.1f} {y_std(math.sqrt(d)):.1f}" for k, d in enumerate(dks))
     one_guide = f"M{px(dks[0]):.1f} {y_std(1):.1f}L{px(dks[-1]):.1f} {y_std(1):.1f}"
 
     def y_weight(v: float) -> float:
@@ -425,7 +417,7 @@ def _kernel_views(v: Visuals) -> list[tuple[object, list[HeatmapView]]]:
 
 
 @cache
-def _environment() -> jinja2.Environment:
+def jinja_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("grader.report", "templates"),
         autoescape=True,
@@ -446,7 +438,7 @@ def render_html(result: GradeResult, *, show_hidden: bool = False) -> str:
     text = result.output.text
     shown = text[:OUTPUT_SHOW_CHARS]
     page = (
-        _environment()
+        jinja_environment()
         .get_template("report.html.j2")
         .render(
             r=result,

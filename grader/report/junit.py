@@ -84,9 +84,7 @@ def render_junit(result: GradeResult) -> str:
         _testcase(suite, check)
     if result.output.text:
         out = ET.SubElement(suite, "system-out")
-        dropped = (
-            f"\n[... {result.output.bytes_dropped} more bytes dropped]" if result.output.truncated else ""
-        )
+        dropped = f"\n[... {result.output.bytes_dropped} more bytes dropped]" if result.output.truncated else ""
         out.text = xml_text(result.output.text + dropped)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

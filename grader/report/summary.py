@@ -12,7 +12,6 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -20,6 +19,7 @@ import jinja2
 
 from grader.models import CheckResult
 from grader.report import wording
+from grader.report.html import jinja_environment
 from grader.rubric import Rubric
 
 if TYPE_CHECKING:
@@ -162,16 +162,8 @@ def known_bugs(outcomes: Sequence[Outcome]) -> list[tuple[str, str, int, list[tu
     return [(t, h, len(ids), [(i, _href(i)) for i in sorted(ids)[:EXAMPLES]]) for t, h, ids in ranked]
 
 
-@cache
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("grader.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env.get_template("summary.html.j2")
+    return jinja_environment().get_template("summary.html.j2")
 
 
 def render_summary(outcomes: Sequence[Outcome], rubric: Rubric, *, notes: Sequence[str] = ()) -> str:
@@ -188,9 +180,7 @@ def render_summary(outcomes: Sequence[Outcome], rubric: Rubric, *, notes: Sequen
         "median": round(statistics.median(percents), 1) if percents else None,
         "full": sum(o.result.score >= o.result.max_score > 0 for o in readable),
     }
-    by_status = [
-        (s, sum(o.status == s for o in outcomes), SUBMISSION_STATUS_MEANING[s]) for s in SUBMISSION_STATUSES
-    ]
+    by_status = [(s, sum(o.status == s for o in outcomes), SUBMISSION_STATUS_MEANING[s]) for s in SUBMISSION_STATUSES]
     slowest = sorted(outcomes, key=lambda o: (-o.result.duration_s, o.id))[:TOP_SLOWEST]
     return _template().render(
         rubric=rubric.name,

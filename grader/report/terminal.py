@@ -31,9 +31,7 @@ def check_row(check: CheckResult, *, id_width: int, withheld: bool) -> Table:
     row.add_column(width=id_width, no_wrap=True)
     row.add_column(width=11, justify="right", no_wrap=True)
     row.add_column(ratio=1)
-    status = Text(
-        f"{wording.STATUS_GLYPH[check.status]} {wording.STATUS_LABEL[check.status]}", STYLE[check.status]
-    )
+    status = Text(f"{wording.STATUS_GLYPH[check.status]} {wording.STATUS_LABEL[check.status]}", STYLE[check.status])
     cites = wording.WITHHELD.get(check.visibility, "") if withheld else check.cites
     points = Text(wording.points(check), "bold" if wording.is_problem(check) else "")
     row.add_row(status, Text(check.id), points, Text(cites, "dim"))
@@ -53,9 +51,7 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
             continue
         if wording.is_problem(check) or check.status == "skipped":
             style = "" if wording.is_problem(check) else "dim"
-            for (
-                line
-            ) in check.message.splitlines():  # line by line: a multi-line Text pads every line to the longest
+            for line in check.message.splitlines():  # line by line: a multi-line Text pads every line to the longest
                 console.print(Padding(Text(line, style), (0, 0, 0, INDENT), expand=False))
         for note in check.notes:
             console.print(Padding(Text(f"Note: {note}", "dim"), (0, 0, 0, INDENT), expand=False))

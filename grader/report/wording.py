@@ -132,15 +132,11 @@ def output_note(result: GradeResult, *, shown_chars: int | None = None) -> str:
     out = result.output
     if not out.text:
         return "Your code printed nothing while being graded."
-    notes = [
-        "Everything your code printed while being graded (stdout and stderr together), shown as plain text."
-    ]
+    notes = ["Everything your code printed while being graded (stdout and stderr together), shown as plain text."]
     if shown_chars is not None and shown_chars < len(out.text):
         notes.append(f"Only the first {shown_chars} of {len(out.text)} captured characters are shown here.")
     if out.truncated:
-        notes.append(
-            f"Truncated: your code printed {out.bytes_dropped} more bytes, which the grader dropped."
-        )
+        notes.append(f"Truncated: your code printed {out.bytes_dropped} more bytes, which the grader dropped.")
     return " ".join(notes)
 
 

@@ -46,9 +46,7 @@ class _SiblingFinder(importlib.abc.MetaPathFinder):
     def __init__(self, src_dir: str) -> None:
         self._src_dir = src_dir
 
-    def find_spec(
-        self, fullname: str, path: Any = None, target: Any = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if path is not None or "." in fullname:  # top-level modules only
             return None
         if fullname in sys.stdlib_module_names or fullname in sys.builtin_module_names:

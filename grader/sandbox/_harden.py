@@ -94,13 +94,9 @@ def _rlimits(limits: dict[str, Any], *, dedicated_uid: bool) -> list[str]:
         ("RLIMIT_CORE", 0, -1, "rlimit core 0"),
     ]
     if _LINUX:
-        wanted.insert(
-            0, ("RLIMIT_DATA", limits["memory_mb"] * _MIB, -1, f"rlimit data {limits['memory_mb']} MiB")
-        )
+        wanted.insert(0, ("RLIMIT_DATA", limits["memory_mb"] * _MIB, -1, f"rlimit data {limits['memory_mb']} MiB"))
     if dedicated_uid:  # NPROC counts per real uid: meaningless (or harmful) on a shared uid, ignored for root
-        wanted.append(
-            ("RLIMIT_NPROC", limits["max_processes"], -1, f"rlimit nproc {limits['max_processes']}")
-        )
+        wanted.append(("RLIMIT_NPROC", limits["max_processes"], -1, f"rlimit nproc {limits['max_processes']}"))
     active = []
     for name, soft, hard, label in wanted:
         if _set_rlimit(resource, name, soft, hard):
@@ -198,10 +194,7 @@ def _parent_death_signal(expected_ppid: int) -> list[str]:
     """SIGKILL this worker if its parent dies (the parent *thread*: only set when that is safe)."""
     if not _LINUX:
         return []
-    if (
-        _libc().prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0))
-        != 0
-    ):
+    if _libc().prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         return []
     if os.getppid() != expected_ppid:  # the parent died before the prctl: nobody is left to serve
         os._exit(1)

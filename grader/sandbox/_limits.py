@@ -24,9 +24,7 @@ class SandboxLimits(BaseModel):
         gt=0,
         description="Total wall-clock time for importing and answering; later requests are refused.",
     )
-    import_timeout_s: float = Field(
-        default=20.0, gt=0, description="Wall-clock limit for importing the submission."
-    )
+    import_timeout_s: float = Field(default=20.0, gt=0, description="Wall-clock limit for importing the submission.")
     memory_mb: int = Field(
         default=2048,
         ge=256,
@@ -37,12 +35,8 @@ class SandboxLimits(BaseModel):
         ge=1,
         description="RLIMIT_CPU per worker process in seconds; a backstop behind the wall clock.",
     )
-    file_size_mb: int = Field(
-        default=16, ge=1, description="RLIMIT_FSIZE: largest file the worker may write, in MiB."
-    )
-    open_files: int = Field(
-        default=64, ge=16, description="RLIMIT_NOFILE: most file descriptors open at once."
-    )
+    file_size_mb: int = Field(default=16, ge=1, description="RLIMIT_FSIZE: largest file the worker may write, in MiB.")
+    open_files: int = Field(default=64, ge=16, description="RLIMIT_NOFILE: most file descriptors open at once.")
     max_processes: int = Field(
         default=64,
         ge=8,

@@ -134,9 +134,7 @@ def op_attrs(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
     found = {}
     for name in params.get("names", []):
         if hasattr(module, name):
-            found[name] = (
-                "callable" if callable(getattr(module, name)) else type(getattr(module, name)).__name__
-            )
+            found[name] = "callable" if callable(getattr(module, name)) else type(getattr(module, name)).__name__
     return {"found": found}, {}
 
 

@@ -189,12 +189,8 @@ class Sandbox:
                 raise _BadReply(f"expected a hello, got {hello.get('status')!r}")
         except (_Deadline, _Gone, _BadReply) as exc:  # no student code has run yet: our failure
             tail = self._stop_worker()[1]
-            raise SlotError(
-                f"the worker failed to start ({type(exc).__name__}: {exc}); output: {tail}"
-            ) from None
-        self._protections = (
-            self._parent_protections() + [str(p)[:200] for p in hello.get("protections", [])][:64]
-        )
+            raise SlotError(f"the worker failed to start ({type(exc).__name__}: {exc}); output: {tail}") from None
+        self._protections = self._parent_protections() + [str(p)[:200] for p in hello.get("protections", [])][:64]
         if any(p.startswith("rlimit data") for p in self._protections):
             assert self._live is not None
             self._live.watchdog.limit_bytes += _RLIMIT_MARGIN_MB * _MIB
@@ -224,9 +220,7 @@ class Sandbox:
         try:
             header, _ = self._receive(deadline)
         except _Deadline:
-            reply = self._end(
-                "budget" if by_budget else "import_error", self._timeout_message(what, by_budget), t0
-            )
+            reply = self._end("budget" if by_budget else "import_error", self._timeout_message(what, by_budget), t0)
         except _Gone:
             reply = self._end("import_error", self._death_message(what), t0)
         except _BadReply as exc:
@@ -306,9 +300,7 @@ class Sandbox:
                 # (data written before a death is already readable when the pidfd fires)
                 pidfd = live.worker.pidfd
                 fds = [live.chan.fileno()] + ([pidfd] if pidfd is not None else [])
-                if live.chan.fileno() in poll_in(
-                    fds, remaining if pidfd is not None else min(remaining, 0.05)
-                ):
+                if live.chan.fileno() in poll_in(fds, remaining if pidfd is not None else min(remaining, 0.05)):
                     return
                 if not live.worker.alive():
                     raise _Gone

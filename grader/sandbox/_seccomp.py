@@ -125,9 +125,7 @@ def install(*, allow_network: bool) -> list[str]:
     fprog = _SockFprog(len(prog), array)
     # seccomp(2) with TSYNC covers threads that libraries may already have started; prctl does not
     nr_seccomp = ul(_ARCHES[arch]["seccomp"])
-    rc = libc.syscall(
-        nr_seccomp, ul(_SECCOMP_SET_MODE_FILTER), ul(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog)
-    )
+    rc = libc.syscall(nr_seccomp, ul(_SECCOMP_SET_MODE_FILTER), ul(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog))
     if rc != 0:
         rc = libc.prctl(_PR_SET_SECCOMP, ul(_SECCOMP_MODE_FILTER), ctypes.byref(fprog), ul(0), ul(0))
     if rc != 0:

@@ -154,9 +154,7 @@ class ZygoteSlot:
         return WorkerHandle(pid=reply["pid"], pidfd=_pidfd(reply["pid"]))
 
     def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
-        return self._call(
-            {"op": "status", "pid": worker.pid, "timeout": timeout}, timeout=timeout + CONTROL_S
-        )["exit"]
+        return self._call({"op": "status", "pid": worker.pid, "timeout": timeout}, timeout=timeout + CONTROL_S)["exit"]
 
     def sweep(self, worker: WorkerHandle | None) -> int | None:
         if not self._info:  # never started a worker, or the zygote was replaced: nothing to sweep
@@ -189,9 +187,7 @@ class ZygoteSlot:
 
     # -- control socket ------------------------------------------------------------------------
 
-    def _call(
-        self, message: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = CONTROL_S
-    ) -> dict[str, Any]:
+    def _call(self, message: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = CONTROL_S) -> dict[str, Any]:
         assert self._ctl is not None
         try:
             socket.send_fds(self._ctl, [json.dumps(message).encode()], list(fds))

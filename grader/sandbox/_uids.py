@@ -40,9 +40,7 @@ def lease_uid(base: int) -> UidLease:
         # a real account, or a uid some other tool is using: never run code as it, never kill(-1) as it
         if uid in busy or _has_passwd_entry(uid):
             continue
-        fd = os.open(
-            lock_dir / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
+        fd = os.open(lock_dir / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

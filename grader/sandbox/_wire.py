@@ -16,9 +16,7 @@ import torch
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
-ALLOWED_DTYPES = frozenset(
-    {torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool}
-)
+ALLOWED_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool})
 
 
 class WireError(ValueError):

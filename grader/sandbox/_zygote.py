@@ -37,9 +37,7 @@ _MAX_EXITS = 256
 class _Bootstrap(importlib.abc.MetaPathFinder):
     """Serves the worker-side modules of this directory by name; nothing else from it is importable."""
 
-    def find_spec(
-        self, fullname: str, path: Any = None, target: Any = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname in _CHILD_MODULES:
             return importlib.util.spec_from_file_location(fullname, os.path.join(_HERE, fullname + ".py"))
         return None
@@ -91,9 +89,7 @@ def _run_worker(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str
     protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
     sock = socket.socket(fileno=_CHANNEL_FD)
     return int(
-        _child.serve(
-            sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections
-        )
+        _child.serve(sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections)
     )
 
 
@@ -173,9 +169,7 @@ class Zygote:
         self.uid: int | None = None  # the uid of the last worker, swept when the grader goes away
 
     def run(self) -> NoReturn:
-        self._send(
-            {"status": "ready", "pid": os.getpid(), "threads": self.threads, "subreaper": self.subreaper}
-        )
+        self._send({"status": "ready", "pid": os.getpid(), "threads": self.threads, "subreaper": self.subreaper})
         while True:
             self._reap()
             ready, _, _ = select.select([self.ctl], [], [], _POLL_S)

@@ -15,16 +15,12 @@ from grader.sandbox import Reply, Sandbox
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile"
 FAKE_OPS = Path(__file__).resolve().with_name("fake_ops.py")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-needs_root = pytest.mark.skipif(
-    not IS_ROOT, reason="needs root: only a root grader gives the worker its own uid"
-)
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root: only a root grader gives the worker its own uid")
 
 OpenSandbox = Callable[..., Sandbox]
 
 
-def call(
-    sb: Sandbox, fn: str, *tensors: torch.Tensor, timeout_s: float | None = None, **kwargs: Any
-) -> Reply:
+def call(sb: Sandbox, fn: str, *tensors: torch.Tensor, timeout_s: float | None = None, **kwargs: Any) -> Reply:
     """Call ``fn(*tensors, **kwargs)`` in the worker through the fake ops."""
     names = {f"a{i}": t for i, t in enumerate(tensors)}
     params = {"fn": fn, "args": list(names), "kwargs": kwargs}

@@ -152,9 +152,7 @@ def test_many_forked_workers_run_parallel_ops_without_hanging(pool: WorkerPool) 
     X = torch.randn(16, 128, 256)  # big enough for OpenMP to run the matmul in parallel
     t0 = time.monotonic()
     for _ in range(20):
-        with Sandbox(
-            HOSTILE / "good", SandboxLimits(threads=2, per_call_timeout_s=10), pool=pool, ops=FAKE_OPS
-        ) as sb:
+        with Sandbox(HOSTILE / "good", SandboxLimits(threads=2, per_call_timeout_s=10), pool=pool, ops=FAKE_OPS) as sb:
             assert call(sb, "parallel_matmul", X).status == "ok"
     assert time.monotonic() - t0 < 20
 

@@ -83,9 +83,7 @@ def results_file() -> Iterator[Path]:
 
 
 @needs_root
-def test_forged_results_file_cannot_be_written_now_or_later(
-    open_sandbox: OpenSandbox, results_file: Path
-) -> None:
+def test_forged_results_file_cannot_be_written_now_or_later(open_sandbox: OpenSandbox, results_file: Path) -> None:
     sb = open_sandbox("fake_results")
     reply = call(sb, "overwrite", X, path=str(results_file))
     assert reply.status == "error"
@@ -96,9 +94,7 @@ def test_forged_results_file_cannot_be_written_now_or_later(
 
 
 @needs_root
-def test_grader_memory_environment_and_private_files_are_unreadable(
-    open_sandbox: OpenSandbox, tmp_path: Path
-) -> None:
+def test_grader_memory_environment_and_private_files_are_unreadable(open_sandbox: OpenSandbox, tmp_path: Path) -> None:
     secret = tmp_path / "reference.py"
     secret.write_text("SECRET_REFERENCE = 1\n")
     secret.chmod(0o600)
@@ -152,9 +148,7 @@ _ORPHAN_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not fork_supported(), reason="needs the zygote: a fresh worker's daemons outlive a killed grader"
-)
+@pytest.mark.skipif(not fork_supported(), reason="needs the zygote: a fresh worker's daemons outlive a killed grader")
 def test_killing_the_grader_takes_zygote_worker_and_daemons_with_it() -> None:
     with subprocess.Popen(
         [sys.executable, "-c", _ORPHAN_SCRIPT, str(HOSTILE / "daemon"), str(FAKE_OPS)],

@@ -93,9 +93,7 @@ def test_budget_bounds_a_head_that_hangs_on_every_call(open_sandbox: OpenSandbox
         ("abort", "the worker was killed by SIGABRT"),
     ],
 )
-def test_dying_worker_is_a_crash_and_the_next_call_restarts(
-    open_sandbox: OpenSandbox, fn: str, expected: str
-) -> None:
+def test_dying_worker_is_a_crash_and_the_next_call_restarts(open_sandbox: OpenSandbox, fn: str, expected: str) -> None:
     sb = open_sandbox("exits")
     reply = call(sb, fn, X)
     assert reply.status == "crash"
@@ -142,17 +140,13 @@ def test_output_flood_is_capped_without_stalling(open_sandbox: OpenSandbox) -> N
 # -- lies on the wire --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "fn", ["returns_list", "returns_none", "returns_subclass", "returns_pickle", "returns_int32"]
-)
+@pytest.mark.parametrize("fn", ["returns_list", "returns_none", "returns_subclass", "returns_pickle", "returns_int32"])
 def test_non_tensor_results_become_error_replies(open_sandbox: OpenSandbox, fn: str) -> None:
     sb = open_sandbox("bad_returns")
     params = {"fn": fn, "args": ["a0"], "raw": True}
     reply = sb.request("call", params, {"a0": X})
     assert reply.status == "error"
-    assert reply.message.startswith(f"{reply.header['exc_type']}: the result could not be sent back"), (
-        reply.message
-    )
+    assert reply.message.startswith(f"{reply.header['exc_type']}: the result could not be sent back"), reply.message
     assert reply.tensors == {}
 
 
