@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
+import sys
 import threading
 from types import TracebackType
 
@@ -28,6 +30,7 @@ class WorkerPool:
         if slots < 1:
             raise ValueError(f"a pool needs at least one slot, got slots={slots}")
         base = SandboxLimits().sandbox_uid_base if uid_base is None else uid_base
+        self.grader_non_dumpable = _forbid_reading_our_memory()
         self.mode = "fork" if (fork_supported() if fork is None else fork) else "spawn"
         self._slots: list[Slot] = []
         self._free: queue.Queue[Slot] = queue.Queue()
@@ -75,3 +78,15 @@ class WorkerPool:
 
 def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _forbid_reading_our_memory() -> bool:
+    """Mark the grader non-dumpable: its /proc/<pid>/mem and environ become root-only, so a worker
+    running as the same (non-root) uid cannot read the grader's memory (no Yama on many systems)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
+    except OSError:
+        return False

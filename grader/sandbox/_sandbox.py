@@ -375,13 +375,17 @@ class Sandbox:
 
     def _parent_protections(self) -> list[str]:
         lim = self._limits
-        return [
-            f"time limits ({lim.per_call_timeout_s:g} s a call, {lim.per_submission_timeout_s:g} s total)",
-            f"memory watchdog {lim.memory_mb} MiB (whole process tree)",
-            f"output capped at {lim.output_cap_kb} KiB",
-            "pickle-free size-capped replies",
-            "read-only copy of the submission",
-        ] + self._slot.protections()
+        return (
+            [
+                f"time limits ({lim.per_call_timeout_s:g} s a call, {lim.per_submission_timeout_s:g} s total)",
+                f"memory watchdog {lim.memory_mb} MiB (whole process tree)",
+                f"output capped at {lim.output_cap_kb} KiB",
+                "pickle-free size-capped replies",
+                "read-only copy of the submission",
+            ]
+            + (["grader memory unreadable (non-dumpable)"] if self._pool.grader_non_dumpable else [])
+            + self._slot.protections()
+        )
 
     def _check_open(self) -> None:
         if self._closed:
