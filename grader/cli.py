@@ -17,7 +17,7 @@ from rich.console import Console
 
 from grader.exports import result_json, result_schema, write_atomic
 from grader.models import GradeResult
-from grader.rubric import RubricError, load_rubric
+from grader.rubric import RubricError, load_rubric, validate_check_ids
 from grader.submission import SubmissionError
 
 USAGE_ERROR = 2
@@ -53,23 +53,43 @@ def grade_main(argv: list[str]) -> int:
     console = Console(stderr=False, highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        rubric = load_rubric(args.rubric)
+        rubric = load_rubric(args.rubric, check_ids=False)  # no torch yet: see the pool below
     except RubricError as exc:
         return _fail(err, str(exc))
     unknown = [c for c in args.only or [] if c not in rubric.checks]
     if unknown:
         return _fail(err, f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
-    if args.device == "cuda":
-        import torch
+    from grader.sandbox import WorkerPool
 
-        if not torch.cuda.is_available():
-            return _fail(err, "--device cuda was given but torch sees no CUDA GPU on this machine")
-    from grader.runner import grade  # imported late: keeps `grade --help` fast
+    # Two slots: the head's, and one for the student's own tests. The head's zygote starts now, so its
+    # torch import overlaps this process's own (the runner, the checks and the reference import torch).
+    with WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True) as pool:
+        pool.prestart(1)
+        try:
+            validate_check_ids(rubric, args.rubric)
+        except RubricError as exc:
+            return _fail(err, str(exc))
+        if args.device == "cuda":
+            import torch
 
-    try:
-        result = grade(args.submission, rubric, seed=args.seed, only=args.only, device=args.device)
-    except SubmissionError as exc:
-        return _fail(err, str(exc))
+            if not torch.cuda.is_available():
+                return _fail(err, "--device cuda was given but torch sees no CUDA GPU on this machine")
+        from grader.runner import grade
+
+        report = args.html is not None or args.json is not None  # the visualisations are for the report
+        try:
+            result = grade(
+                args.submission,
+                rubric,
+                seed=args.seed,
+                only=args.only,
+                device=args.device,
+                pool=pool,
+                tests_pool=pool,
+                visuals=report,
+            )
+        except SubmissionError as exc:
+            return _fail(err, str(exc))
     _write_outputs(result, args.json, args.html, args.junit)
     _print(result, console, quiet=args.quiet)
     if args.fail_under is not None and result.percent < args.fail_under:

@@ -39,12 +39,14 @@ def grade(
     pool: WorkerPool | None = None,
     tests_pool: WorkerPool | None = None,
     label: str | None = None,
+    visuals: bool = True,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
     ``pool`` lends the worker for the head; ``tests_pool`` the workers for the student's own tests. It
     must never be a pool whose every slot may be busy with heads (a batch): that would deadlock. With
-    neither given, one private pool of two slots serves both, one slot each.
+    neither given, one private pool of two slots serves both, one slot each. ``visuals=False`` skips
+    the report's visualisation data (about a second) when no report will be written.
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
@@ -64,7 +66,7 @@ def grade(
                 results.append(run_check(CHECKS[cid], ctx, rubric.checks[cid], label))
             diagnosis = _diagnose(results, head, ref)
             # The report's pictures; skipped for --only runs, which are about one check.
-            visuals = collect_visuals(head, ref, seed) if not only else None
+            pictures = collect_visuals(head, ref, seed) if visuals and not only else None
             protections = list(sandbox.protections)
             out = sandbox.output
         # Leaving the sandbox killed every process the submission started; only now do we conclude.
@@ -82,7 +84,7 @@ def grade(
         rubric=rubric.name,
         duration_s=round(time.perf_counter() - started, 3),
         notes=sub.notes,
-        visuals=visuals,
+        visuals=pictures,
     )
 
 

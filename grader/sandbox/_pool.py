@@ -46,6 +46,13 @@ class WorkerPool:
             self.close()
             raise
 
+    def prestart(self, n: int = 1) -> None:
+        """Start the zygotes of the first ``n`` slots now (for a lazy pool): their torch import then
+        overlaps whatever the grader does next."""
+        for slot in self._slots[:n]:
+            if isinstance(slot, ZygoteSlot) and slot._proc is None:
+                slot.start()
+
     @property
     def uids(self) -> list[int]:
         """The sandbox uids this pool's workers run as (empty when not root)."""
