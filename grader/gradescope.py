@@ -231,8 +231,10 @@ def _grade(submission: Path, rubric_path: Path | None, memory_mb: int | None, ou
     target = locate(submission, rubric.entry_points.module)
     label = target.name if target.is_file() else f"{rubric.entry_points.module}.py"
     try:
-        with WorkerPool(1, uid_base=rubric.limits.sandbox_uid_base) as pool:
-            result = grade(target, rubric, pool=pool, label=label)
+        # One slot for the head, a lazily started one for the student's own tests (as the CLI does).
+        with WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True) as pool:
+            pool.prestart(1)
+            result = grade(target, rubric, pool=pool, tests_pool=pool, label=label)
         # the pool is closed: its zygote swept every process the submission started
     except SubmissionError as exc:
         result = unreadable_result(label, rubric, f"Your submission could not be read: {exc}")

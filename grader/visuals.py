@@ -14,6 +14,7 @@ Student code is reached only through :class:`grader.head.Head`; the reference ru
 
 from __future__ import annotations
 
+import functools
 import math
 import traceback
 from collections.abc import Callable
@@ -150,12 +151,18 @@ def _point(d_k: int, stats: dict[str, float]) -> ScalePoint:
     return ScalePoint(d_k=d_k, **values)
 
 
-def scale_visual(head: Head, ref: ModuleType, seed: int) -> ScaleVisual:
-    stats_seed = seed % 10_000
-    reference = [
+@functools.lru_cache(maxsize=8)
+def _reference_scale(ref: ModuleType, stats_seed: int) -> tuple[ScalePoint, ...]:
+    """The reference's points: the same for every submission graded with this seed, so computed once."""
+    return tuple(
         _point(d_k, ref.score_scale_statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=stats_seed))
         for d_k in SCALE_DKS
-    ]
+    )
+
+
+def scale_visual(head: Head, ref: ModuleType, seed: int) -> ScaleVisual:
+    stats_seed = seed % 10_000
+    reference = [p.model_copy() for p in _reference_scale(ref, stats_seed)]
     yours: list[ScalePoint] = []
     problem = None
     for d_k in SCALE_DKS:
