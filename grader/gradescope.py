@@ -253,6 +253,22 @@ def _log(result: GradeResult, out: Any) -> None:
         print(f"---- submission output{more} ----\n{result.output.text.rstrip()}\n---- end ----", file=out)
 
 
+def _parse_with_memory_option(p: argparse.ArgumentParser, argv: list[str], what: str) -> argparse.Namespace:
+    """Both Gradescope commands take --memory-mb, with the same default and floor."""
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        default=WORKER_MEMORY_MB,
+        metavar="MIB",
+        help=f"{what} (default %(default)s: fits Gradescope's default 768 MB container; raise it together "
+        "with the container's memory)",
+    )
+    args = p.parse_args(argv)
+    if args.memory_mb < 256:
+        p.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+    return args
+
+
 def gradescope_main(argv: list[str]) -> int:
     """``grade gradescope``: always writes results.json; exit 0 unless writing it failed."""
     root = autograder_root()
@@ -270,17 +286,7 @@ def gradescope_main(argv: list[str]) -> int:
         default="hidden",
         help="who sees this run's log, which includes what the student's code printed (default hidden)",
     )
-    p.add_argument(
-        "--memory-mb",
-        type=int,
-        default=WORKER_MEMORY_MB,
-        metavar="MIB",
-        help="cap on the student's worker memory, below the rubric's if lower (default %(default)s: fits "
-        "Gradescope's default 768 MB container; raise it with the container's memory)",
-    )
-    args = p.parse_args(argv)
-    if args.memory_mb < 256:
-        p.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+    args = _parse_with_memory_option(p, argv, "cap on the student's worker memory, below the rubric's if lower")
     run_gradescope(
         args.submission,
         args.results,
@@ -505,17 +511,7 @@ def bundle_main(argv: list[str]) -> int:
     )
     p.add_argument("--out", type=Path, default=Path("autograder.zip"), help="default: %(default)s")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
-    p.add_argument(
-        "--memory-mb",
-        type=int,
-        default=WORKER_MEMORY_MB,
-        metavar="MIB",
-        help="student worker memory cap passed to `grade gradescope` (default %(default)s, for Gradescope's "
-        "default 768 MB; raise it together with the container's memory)",
-    )
-    args = p.parse_args(argv)
-    if args.memory_mb < 256:
-        p.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+    args = _parse_with_memory_option(p, argv, "student worker memory cap passed to `grade gradescope`")
     try:
         names = build_bundle(args.out, args.rubric, memory_mb=args.memory_mb)
     except RubricError as exc:
