@@ -104,9 +104,14 @@ def check(
 
 
 def heatmaps_for(
-    student: torch.Tensor, reference: torch.Tensor | None, *, causal: bool = True, batch: int = 0
+    student: torch.Tensor,
+    reference: torch.Tensor | None,
+    *,
+    causal: bool = True,
+    batch: int = 0,
+    label: str = "reference",
 ) -> list[Heatmap]:
-    """Heatmaps of the student's weights, the reference's and their difference for one batch element."""
+    """Heatmaps of the student's weights, the ``label`` ones and their difference for one batch element."""
 
     def rows(t: torch.Tensor) -> list[list[float | None]]:
         t = t.detach().double()
@@ -114,9 +119,9 @@ def heatmaps_for(
 
     maps = [Heatmap(title="your weights", kind="weights", data=rows(student[batch]), causal=causal)]
     if reference is not None:
-        maps.append(Heatmap(title="reference weights", kind="weights", data=rows(reference[batch]), causal=causal))
+        maps.append(Heatmap(title=f"{label} weights", kind="weights", data=rows(reference[batch]), causal=causal))
         diff = student[batch].double() - reference[batch].double()
-        maps.append(Heatmap(title="yours − reference", kind="difference", data=rows(diff), causal=causal))
+        maps.append(Heatmap(title=f"yours − {label}", kind="difference", data=rows(diff), causal=causal))
     return maps
 
 

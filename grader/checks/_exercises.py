@@ -8,20 +8,12 @@ from types import ModuleType
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, passed
+from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
 from grader.compare import Tolerance, mismatch
 from grader.models import Counterexample, Heatmap
 
 KERNEL_TOL = Tolerance(rtol=1e-9, atol=1e-12)
 LIMIT_TOL = Tolerance(rtol=0.0, atol=1e-8)
-
-
-def gaussian_kernel_weights(T: int, h: float) -> torch.Tensor:
-    """Closed form: A_ij proportional to exp(-(i-j)^2 / (2 h^2)) for j <= i, rows normalised (stable)."""
-    i = torch.arange(T, dtype=torch.float64)
-    logits = -((i[:, None] - i[None, :]) ** 2) / (2 * h * h)  # (T, T)
-    logits = logits.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-    return torch.softmax(logits, dim=-1)
 
 
 def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
@@ -30,19 +22,18 @@ def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     return torch.softmax(masked, dim=-1)
 
 
+def gaussian_kernel_weights(T: int, h: float) -> torch.Tensor:
+    """Closed form: A_ij proportional to exp(-(i-j)^2 / (2 h^2)) for j <= i, rows normalised (stable)."""
+    i = torch.arange(T, dtype=torch.float64)
+    return causal_softmax(-((i[:, None] - i[None, :]) ** 2) / (2 * h * h))  # (T, T)
+
+
 def _kernel_cx(ctx: Ctx, T: int, h: float) -> Counterexample:
     return Counterexample(shape={"T": T}, dtype="float64", seed=ctx.base_seed, params={"bandwidth": h})
 
 
 def _maps(got: torch.Tensor, exp: torch.Tensor) -> list[Heatmap]:
-    def rows(t: torch.Tensor) -> list[list[float | None]]:
-        return [[float(v) if math.isfinite(float(v)) else None for v in r] for r in t.double()]
-
-    return [
-        Heatmap(title="your weights", kind="weights", data=rows(got)),
-        Heatmap(title="expected weights", kind="weights", data=rows(exp)),
-        Heatmap(title="yours − expected", kind="difference", data=rows(got.double() - exp)),
-    ]
+    return heatmaps_for(got[None], exp[None], label="expected")
 
 
 @check(
