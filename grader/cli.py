@@ -40,6 +40,11 @@ def _grade_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 when the score is under this percentage")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run the head (default cpu)")
     p.add_argument("--quiet", action="store_true", help="print only the score line")
+    p.add_argument(
+        "--definitions-only",
+        action="store_true",
+        help="grade a .py on its definitions only, as notebooks are: top-level demo code is not run",
+    )
     return p
 
 
@@ -87,6 +92,7 @@ def grade_main(argv: list[str]) -> int:
                 pool=pool,
                 tests_pool=pool,
                 visuals=report,
+                definitions_only=args.definitions_only,
             )
         except SubmissionError as exc:
             return _fail(err, str(exc))

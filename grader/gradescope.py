@@ -17,6 +17,7 @@ import html
 import io
 import json
 import os
+import shlex
 import signal
 import stat
 import sys
@@ -330,8 +331,10 @@ fi
 # 2. The CPU build of torch first: the default wheel pulls gigabytes of CUDA libraries.
 "$VENV/bin/python" -m pip install --quiet --index-url https://download.pytorch.org/whl/cpu "torch=={torch}"
 
-# 3. The grader itself (non-editable) and its other dependencies.
+# 3. The grader itself (non-editable) and its other dependencies, then the course packages the rubric
+#    allows (its `packages` list), so notebooks that import them are graded in full.
 "$VENV/bin/python" -m pip install --quiet "$SRC/step4-grader"
+{course_packages}
 
 # 4. The unprivileged side. Student code runs as numeric sandbox uids ({uid_base} and up, one per
 #    worker) that deliberately have no account: the grader leases a uid only if no passwd entry uses
@@ -470,6 +473,13 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None
     zf.writestr(info, data)
 
 
+def _course_packages_line(packages: list[str]) -> str:
+    """setup.sh's install line for the rubric's course packages (validated requirements, quoted anyway)."""
+    if not packages:
+        return "# (the rubric lists no course packages)"
+    return '"$VENV/bin/python" -m pip install --quiet ' + " ".join(shlex.quote(p) for p in packages)
+
+
 def build_bundle(out: Path, rubric_path: Path | None = None, *, memory_mb: int = WORKER_MEMORY_MB) -> list[str]:
     """Write the Gradescope upload zip (same inputs, same bytes); returns the names it holds."""
     from importlib import metadata
@@ -481,6 +491,7 @@ def build_bundle(out: Path, rubric_path: Path | None = None, *, memory_mb: int =
     rubric = load_rubric(rubric_file)  # refuse to bundle a rubric that would fail on every submission
     torch_version = metadata.version("torch").split("+", 1)[0]
     setup = SETUP_SH.replace("{torch}", torch_version).replace("{uid_base}", str(rubric.limits.sandbox_uid_base))
+    setup = setup.replace("{course_packages}", _course_packages_line(rubric.packages))
     files = _package_files()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from grader._paths import bundled
 from grader.models import Visibility
 from grader.sandbox._limits import SandboxLimits
+
+# A pip requirement without options, URLs or shell syntax: a name, extras, a version specifier.
+_VERSION = r"[<>=!~]=?[A-Za-z0-9.*+!_-]+"
+_REQUIREMENT = rf"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?({_VERSION}(,{_VERSION})*)?$"
 
 
 class _Strict(BaseModel):
@@ -58,6 +62,12 @@ class Rubric(_Strict):
         default="extra_credit", description="How the CUDA part of fused-kernel checking counts."
     )
     checks: dict[str, CheckRubric] = Field(description="Per-check points and visibility, in report order.")
+    packages: list[Annotated[str, StringConstraints(pattern=_REQUIREMENT)]] = Field(
+        default=[],
+        description="Extra packages the course allows (pip requirements, e.g. \"matplotlib>=3.8\"): the Gradescope "
+        "setup.sh installs them, `grade` warns when one is missing locally, and notebook imports of them are "
+        "graded like torch's.",
+    )
 
     @model_validator(mode="after")
     def _cuda_entry_agrees(self) -> Rubric:

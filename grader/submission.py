@@ -1,25 +1,49 @@
 """Turn what a student hands in (folder, .py, .zip, .ipynb) into a private folder of plain files.
 
 Nothing is executed here. Files are copied as bytes, never through links: zip entries that are links,
-absolute or parent-relative paths, or oversized are refused (zip-slip), and notebooks keep only their
-code cells with IPython magics and shell lines removed.
+absolute or parent-relative paths, or oversized are refused (zip-slip). Folders and zips are read as
+students make them: ``__MACOSX/``, AppleDouble ``._*`` files, ``.DS_Store``, ``Thumbs.db`` and hidden
+folders are ignored, and the head is found at any depth (``Project Step 4/attention_head.py``); with
+several candidates the shallowest is graded and a note names the others. A notebook is reduced to
+the definitions the contract names need (:mod:`grader._notebook`); a ``.py`` is imported as it is,
+unless ``definitions_only`` asks for the same reduction.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import importlib.metadata
 import os
+import re
 import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from grader._notebook import Cell, NotANotebook, Reduction, notebook_cells, reduce_cells
+
+if TYPE_CHECKING:
+    from grader.rubric import EntryPoints
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB per file: a head is a few kB
 MAX_FILES = 64
+MAX_SCANNED = 20_000  # entries looked at in a folder or zip before giving up (a zipped virtualenv)
+MAX_DEPTH = 8  # folders deep a head may sit
+JUNK_NAMES = {".DS_Store", "Thumbs.db", "desktop.ini"}
+JUNK_DIRS = {"__MACOSX", "__pycache__", "node_modules", "site-packages"}
+DEFAULT_CONTRACT = (
+    "causal_self_attention",
+    "gaussian_positional_weights",
+    "gaussian_positional_qk",
+    "score_scale_statistics",
+    "streaming_attention",
+    "KVCache",
+    "cached_attention_step",
+)
 
 
 class SubmissionError(ValueError):
@@ -32,11 +56,23 @@ class Prepared:
     module_path: Path
     source: str
     notes: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # contract name -> the missing package it needs
+    dropped_cells: list[int] = field(default_factory=list)  # notebook cells not run (1-based, all cells counted)
+
+
+def contract_names(entry: EntryPoints) -> list[str]:
+    """The names a submission is graded on (the rubric's entry points), the module name aside."""
+    return [name for key, name in entry.model_dump().items() if key != "module"]
+
+
+def _junk(rel: PurePosixPath) -> bool:
+    """Finder and Explorer leftovers, hidden files and folders, caches: never part of a submission."""
+    return rel.name in JUNK_NAMES or any(p.startswith(".") or p in JUNK_DIRS for p in rel.parts)
 
 
 def _wanted(rel: PurePosixPath) -> bool:
     """Python files at the top, and test files in tests/ (Exercise 2 student tests)."""
-    if rel.suffix != ".py" or any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
+    if rel.suffix != ".py" or _junk(rel):
         return False
     return len(rel.parts) == 1 or (len(rel.parts) == 2 and rel.parts[0] == "tests")
 
@@ -61,71 +97,138 @@ def _read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
-def _from_dir(src: Path, dest: Path) -> list[str]:
+Listing = dict[PurePosixPath, Callable[[], bytes]]  # relative path -> reads the file's bytes (capped)
+
+
+def _list_dir(src: Path) -> Listing:
+    """Regular files under ``src`` (symlinks neither followed nor listed), junk left out."""
+    found: Listing = {}
+    scanned = 0
+    for top, dirs, files in os.walk(src):
+        here = PurePosixPath(Path(top).relative_to(src).as_posix())
+        depth = 0 if str(here) == "." else len(here.parts)
+        dirs[:] = sorted(d for d in dirs if not _junk(PurePosixPath(d)) and depth < MAX_DEPTH)
+        for name in sorted(files):
+            scanned += 1
+            if scanned > MAX_SCANNED:
+                raise SubmissionError(f"more than {MAX_SCANNED} files: hand in only your code")
+            rel = here / name if depth else PurePosixPath(name)
+            path = Path(top) / name
+            if _junk(rel) or path.is_symlink():
+                continue
+            found[rel] = lambda path=path: _read_regular(path)  # type: ignore[misc]
+    return found
+
+
+def _list_zip(zf: zipfile.ZipFile, notes: list[str]) -> Listing:
+    """The zip's regular files, minus unsafe paths (zip-slip), links, junk; oversized ones refused."""
+    found: Listing = {}
+    infos = zf.infolist()
+    if len(infos) > MAX_SCANNED:
+        raise SubmissionError(f"the zip holds more than {MAX_SCANNED} entries: hand in only your code")
+    for info in infos:
+        if info.is_dir():
+            continue
+        rel = PurePosixPath(info.filename)
+        if rel.is_absolute() or ".." in rel.parts or "\\" in info.filename:
+            notes.append(f"ignored unsafe path {info.filename!r} in the zip")
+            continue
+        if stat.S_ISLNK(info.external_attr >> 16):
+            notes.append(f"ignored symbolic link {info.filename!r} in the zip")
+            continue
+        if _junk(rel) or len(rel.parts) > MAX_DEPTH + 1:
+            continue
+
+        def read(info: zipfile.ZipInfo = info) -> bytes:
+            if info.file_size > MAX_FILE_BYTES:
+                raise SubmissionError(f"{info.filename} is {info.file_size} bytes; larger files are refused")
+            with zf.open(info) as fh:
+                return fh.read(MAX_FILE_BYTES + 1)
+
+        found[rel] = read
+    return found
+
+
+def _choose(listing: Listing, module: str, where: str, notes: list[str]) -> PurePosixPath:
+    """The file to grade: the shallowest ``<module>.py`` or notebook (at equal depth the module, then
+    path order); a note names the other candidates of the same kind, which are not graded."""
+
+    def kind(p: PurePosixPath) -> int:
+        return 0 if p.name == f"{module}.py" else 1 if p.suffix == ".ipynb" else 2
+
+    found = sorted((p for p in listing if kind(p) < 2), key=lambda p: (len(p.parts), kind(p), p.as_posix()))
+    if not found:
+        raise SubmissionError(f"{where} holds no {module}.py (the file with your head)")
+    chosen = found[0]
+    same = [p for p in found if kind(p) == kind(chosen)]
+    if len(same) > 1:
+        others = ", ".join(f"`{p}`" for p in same[1:6]) + (", ..." if len(same) > 6 else "")
+        notes.append(f"Graded `{chosen}` (the shallowest of {len(same)} candidates); not graded: {others}.")
+    return chosen
+
+
+def _copy_tree(listing: Listing, dest: Path, module: str, where: str, notes: list[str]) -> PurePosixPath:
+    """Copy the chosen file's folder (its .py files and tests/) into ``dest``; returns the chosen file."""
+    chosen = _choose(listing, module, where, notes)
+    base = chosen.parent
     count = 0
-    for path in sorted(src.rglob("*.py")):
-        rel = PurePosixPath(path.relative_to(src).as_posix())
-        if not _wanted(rel) or path.is_symlink():
+    for rel, read in sorted(listing.items()):
+        if rel == chosen and rel.suffix == ".ipynb":
+            continue
+        try:
+            inner = PurePosixPath(rel.relative_to(base))
+        except ValueError:
+            continue
+        if not _wanted(inner):
             continue
         count += 1
         if count > MAX_FILES:
             raise SubmissionError(f"more than {MAX_FILES} Python files")
-        _write(dest, rel, _read_regular(path))
-    return []
+        _write(dest, inner, read())
+    if chosen.suffix == ".ipynb":
+        _write(dest, PurePosixPath(chosen.name), listing[chosen]())
+    return PurePosixPath(chosen.name)
 
 
-def _from_zip(src: Path, dest: Path) -> list[str]:
-    notes = []
-    try:
-        zf = zipfile.ZipFile(src)
-    except zipfile.BadZipFile as exc:
-        raise SubmissionError(f"{src.name} is not a valid zip file ({exc})") from None
-    with zf:
-        names = [i for i in zf.infolist() if not i.is_dir()]
-        roots = {PurePosixPath(i.filename).parts[0] for i in names}
-        # A zip of one folder: strip that folder so attention_head.py sits at the top.
-        strip = len(roots) == 1 and all(len(PurePosixPath(i.filename).parts) > 1 for i in names)
-        for info in names:
-            rel = PurePosixPath(info.filename)
-            if rel.is_absolute() or ".." in rel.parts:
-                notes.append(f"ignored unsafe path {info.filename!r} in the zip")
-                continue
-            if stat.S_ISLNK(info.external_attr >> 16):
-                notes.append(f"ignored symbolic link {info.filename!r} in the zip")
-                continue
-            if strip:
-                rel = PurePosixPath(*rel.parts[1:])
-            if not _wanted(rel):
-                continue
-            if info.file_size > MAX_FILE_BYTES:
-                raise SubmissionError(f"{info.filename} is {info.file_size} bytes; larger files are refused")
-            with zf.open(info) as fh:
-                _write(dest, rel, fh.read(MAX_FILE_BYTES + 1))
-    return notes
+def _missing_packages(packages: Sequence[str]) -> list[str]:
+    """The rubric's course packages that are not installed where the grader runs."""
+    missing = []
+    for requirement in packages:
+        name = re.split(r"[\s<>=!~\[;@]", requirement.strip(), maxsplit=1)[0]
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
 
 
-def notebook_code(text: str) -> str:
-    """Code cells of a notebook, with IPython magics (%...) and shell lines (!...) removed."""
-    try:
-        nb = json.loads(text)
-        cells = nb["cells"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise SubmissionError(f"not a Jupyter notebook ({exc})") from None
-    chunks = []
-    for cell in cells:
-        if cell.get("cell_type") != "code":
-            continue
-        src = cell.get("source", "")
-        lines = src if isinstance(src, list) else src.splitlines(keepends=True)
-        kept = [ln for ln in lines if not ln.lstrip().startswith(("%", "!"))]
-        chunks.append("".join(kept).rstrip("\n"))
-    return "\n\n".join(chunks) + "\n"
+def _reduce(text: str, origin: str, contract: Sequence[str], local: set[str], notebook: bool) -> Reduction:
+    if notebook:
+        try:
+            cells, total = notebook_cells(text)
+        except NotANotebook as exc:
+            raise SubmissionError(str(exc)) from None
+        return reduce_cells(cells, contract, local_modules=local, total_cells=total)
+    return reduce_cells([Cell(1, text)], contract, local_modules=local, origin=origin)
 
 
 @contextlib.contextmanager
-def prepare(path: Path, module: str = "attention_head") -> Iterator[Prepared]:
-    """Yield a private copy of the submission; removed afterwards."""
+def prepare(
+    path: Path,
+    module: str = "attention_head",
+    *,
+    contract: Sequence[str] | None = None,
+    packages: Sequence[str] = (),
+    definitions_only: bool = False,
+) -> Iterator[Prepared]:
+    """Yield a private copy of the submission; removed afterwards.
+
+    ``contract``: the names graded (default: the default entry points); a notebook, or a module with
+    ``definitions_only``, keeps only what they need. ``packages``: the course packages the rubric
+    allows; a note warns about each one not installed here.
+    """
     path = Path(path)
+    contract = list(DEFAULT_CONTRACT if contract is None else contract)
     if not path.exists():
         raise SubmissionError(f"{path} does not exist")
     tmp = Path(tempfile.mkdtemp(prefix="step4-sub-"))
@@ -134,22 +237,47 @@ def prepare(path: Path, module: str = "attention_head") -> Iterator[Prepared]:
         dest.mkdir()
         notes: list[str] = []
         if path.is_dir():
-            notes = _from_dir(path, dest)
+            chosen = _copy_tree(_list_dir(path), dest, module, str(path), notes)
         elif path.suffix == ".zip":
-            notes = _from_zip(path, dest)
-        elif path.suffix == ".ipynb":
-            _write(dest, PurePosixPath(f"{module}.py"), notebook_code(path.read_text(encoding="utf-8")).encode())
-        elif path.suffix == ".py":
-            _write(dest, PurePosixPath(f"{module}.py"), _read_regular(path))
+            try:
+                zf = zipfile.ZipFile(path)
+            except zipfile.BadZipFile as exc:
+                raise SubmissionError(f"{path.name} is not a valid zip file ({exc})") from None
+            with zf:
+                chosen = _copy_tree(_list_zip(zf, notes), dest, module, str(path), notes)
+        elif path.suffix in (".ipynb", ".py"):
+            chosen = PurePosixPath(path.name if path.suffix == ".ipynb" else f"{module}.py")
+            _write(dest, chosen, _read_regular(path))
         else:
             raise SubmissionError(f"{path.name}: expected a folder, a .py file, a .zip or a .ipynb notebook")
         module_path = dest / f"{module}.py"
+        reduction = None
+        if chosen.suffix == ".ipynb" or definitions_only:
+            source_file = dest / chosen.name
+            text = source_file.read_text(encoding="utf-8", errors="replace")
+            local = {p.stem for p in dest.glob("*.py")} - {module}
+            reduction = _reduce(text, chosen.name, contract, local, notebook=chosen.suffix == ".ipynb")
+            source_file.unlink()
+            module_path.write_text(reduction.source, encoding="utf-8")
+            notes += reduction.notes
         if not module_path.is_file():
             raise SubmissionError(f"{path} holds no {module}.py (the file with your head)")
+        for name in _missing_packages(packages):
+            notes.append(
+                f"The course allows {name}, but it is not installed where this grade ran: code that imports it "
+                f"could not be graded here (pip install {name})."
+            )
         # A sandbox uid (when grading as root) must read these files but never write them.
         for p in [tmp, *dest.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
         source = module_path.read_text(encoding="utf-8", errors="replace")
-        yield Prepared(dest, module_path, source, notes)
+        yield Prepared(
+            dest,
+            module_path,
+            source,
+            notes,
+            unavailable=dict(reduction.unavailable) if reduction else {},
+            dropped_cells=list(reduction.dropped_cells) if reduction else [],
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.submission import SubmissionError, notebook_code, prepare
+from grader.batch import locate
+from grader.submission import MAX_FILE_BYTES, SubmissionError, prepare
 
 HEAD = "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return X, X\n"
 
@@ -57,15 +58,20 @@ def test_zip_of_one_folder_is_unwrapped(tmp_path: Path) -> None:
         assert sub.source == HEAD
 
 
-def test_notebook_keeps_code_cells_without_magics() -> None:
+def test_notebook_keeps_the_definitions_without_magics(tmp_path: Path) -> None:
     nb = {
         "cells": [
             {"cell_type": "markdown", "source": ["# Title"]},
             {"cell_type": "code", "source": ["%matplotlib inline\n", "import torch\n", "!pip install x\n"]},
-            {"cell_type": "code", "source": "x = 1\n  %time y = 2\n"},
+            {"cell_type": "code", "source": HEAD + "  %time y = 2\nprint(causal_self_attention(1, 2, 3, 4))\n"},
         ]
     }
-    assert notebook_code(json.dumps(nb)) == "import torch\n\nx = 1\n"
+    (tmp_path / "nb.ipynb").write_text(json.dumps(nb))
+    with prepare(tmp_path / "nb.ipynb") as sub:
+        assert sorted(p.name for p in sub.dir.iterdir()) == ["attention_head.py"]
+        assert HEAD in sub.source and "print(" not in sub.source and "import torch" not in sub.source
+        assert sub.dropped_cells == [2]
+        assert sub.notes[0].startswith("1 code cell was not run: the grader needs only your definitions (cell 2 of 3")
 
 
 @pytest.mark.parametrize("name", ["missing.py", "notes.txt"])
@@ -77,5 +83,97 @@ def test_bad_paths_are_usage_errors(tmp_path: Path, name: str) -> None:
 
 
 def test_folder_without_head_is_explained(tmp_path: Path) -> None:
+    with pytest.raises(SubmissionError, match="holds no attention_head.py"), prepare(tmp_path):
+        pass
+
+
+# -- archives and folders as students make them ------------------------------------------------------
+
+TEST = "def test_x():\n    pass\n"
+
+
+def _files(sub_dir: Path) -> dict[str, str]:
+    return {p.relative_to(sub_dir).as_posix(): p.read_text() for p in sorted(sub_dir.rglob("*")) if p.is_file()}
+
+
+def _plain(tmp_path: Path) -> dict[str, str]:
+    d = tmp_path / "plain"
+    (d / "tests").mkdir(parents=True)
+    (d / "attention_head.py").write_text(HEAD)
+    (d / "tests" / "test_head.py").write_text(TEST)
+    with prepare(d) as sub:
+        return _files(sub.dir)
+
+
+def test_a_finder_zip_is_read_like_a_plain_folder(tmp_path: Path) -> None:
+    z = tmp_path / "Project Step 4.zip"
+    with zipfile.ZipFile(z, "w") as zf:  # what macOS Finder's "Compress" writes
+        zf.writestr("Project Step 4/", "")
+        zf.writestr("Project Step 4/attention_head.py", HEAD)
+        zf.writestr("Project Step 4/tests/test_head.py", TEST)
+        zf.writestr("Project Step 4/.DS_Store", b"\0\0\0\1Bud1")
+        zf.writestr("__MACOSX/Project Step 4/._attention_head.py", b"\0\5\26\7AppleDouble")
+        zf.writestr("__MACOSX/Project Step 4/tests/._test_head.py", b"\0\5\26\7AppleDouble")
+        zf.writestr("__MACOSX/._Project Step 4", b"\0\5\26\7")
+    with prepare(z) as sub:
+        assert _files(sub.dir) == _plain(tmp_path) and sub.notes == []
+
+
+def test_a_folder_inside_a_folder_is_read_like_a_plain_folder(tmp_path: Path) -> None:
+    outer = tmp_path / "handin"
+    inner = outer / "Project Step 4"
+    (inner / "tests").mkdir(parents=True)
+    (inner / "attention_head.py").write_text(HEAD)
+    (inner / "tests" / "test_head.py").write_text(TEST)
+    (inner / "._attention_head.py").write_bytes(b"\0\5\26\7")
+    (outer / ".DS_Store").write_bytes(b"Bud1")
+    (outer / "Thumbs.db").write_bytes(b"\xd0\xcf")
+    (inner / ".ipynb_checkpoints").mkdir()
+    (inner / ".ipynb_checkpoints" / "attention_head-checkpoint.py").write_text("old = 1\n")
+    expected = _plain(tmp_path)
+    with prepare(outer) as sub:
+        assert _files(sub.dir) == expected and sub.notes == []
+    with prepare(locate(outer)) as sub:  # batch and Gradescope locate first, then prepare: the same files
+        assert _files(sub.dir) == expected
+
+
+def test_several_candidates_the_shallowest_is_graded_and_named(tmp_path: Path) -> None:
+    z = tmp_path / "sub.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("b/old/attention_head.py", "old = 1\n")
+        zf.writestr("b/attention_head.py", HEAD)
+        zf.writestr("a/attention_head.py", HEAD + "# a\n")
+    with prepare(z) as sub:
+        assert sub.source == HEAD + "# a\n"
+        assert sub.notes == [
+            "Graded `a/attention_head.py` (the shallowest of 3 candidates); not graded: "
+            "`b/attention_head.py`, `b/old/attention_head.py`."
+        ]
+
+
+def test_a_notebook_in_a_zip_is_graded_on_its_definitions(tmp_path: Path) -> None:
+    nb = {"cells": [{"cell_type": "code", "source": "import matplotlib.pyplot as plt\n" + HEAD + "plt.show()\n"}]}
+    z = tmp_path / "sub.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("handin/step4.ipynb", json.dumps(nb))
+        zf.writestr("handin/test_head.py", TEST)
+    with prepare(z) as sub:
+        assert sorted(_files(sub.dir)) == ["attention_head.py", "test_head.py"]
+        assert HEAD in sub.source and "plt" not in sub.source
+
+
+def test_zip_still_refuses_oversized_files(tmp_path: Path) -> None:
+    z = tmp_path / "sub.zip"
+    with zipfile.ZipFile(z, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("Project Step 4/attention_head.py", HEAD)
+        zf.writestr("Project Step 4/helper.py", "x = 1\n" * (MAX_FILE_BYTES // 6 + 1))
+    with pytest.raises(SubmissionError, match="larger files are refused"), prepare(z):
+        pass
+
+
+def test_junk_only_folder_is_explained(tmp_path: Path) -> None:
+    (tmp_path / "__MACOSX").mkdir()
+    (tmp_path / "__MACOSX" / "._attention_head.py").write_bytes(b"\0\5")
+    (tmp_path / ".DS_Store").write_bytes(b"Bud1")
     with pytest.raises(SubmissionError, match="holds no attention_head.py"), prepare(tmp_path):
         pass

@@ -48,6 +48,7 @@ TEST_SHARE = 0.25  # one test phase may use this share of a call's time limit, s
 TEXT_CAP = 600  # characters of a failure message quoted back
 SANDBOX_PATH = re.compile(r"[^\s'\"(]*/step4-sandbox-[^/\s]+/(?:src|work)/")
 OWN_SLOTS = 2  # a private pool runs two suites at once (the grading machines have two cores)
+MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 Outcome = Literal["passed", "failed", "empty", "broken", "timeout"]
 
@@ -197,7 +198,7 @@ def judge_reply(reply: Reply) -> Run:
     """A run's outcome from the worker's reply: pytest's exit code and its JUnit XML, cross-checked."""
     if reply.status in ("timeout", "budget"):
         return Run("timeout", detail=reply.message)
-    if reply.status == "import_error":  # the head is the instructor's: this is the grader's failure
+    if reply.status in ("import_error", "import_timeout"):  # the head is the instructor's: the grader's failure
         raise RuntimeError(f"an instructor head failed to import in the sandbox: {reply.message}")
     if reply.status != "ok":
         return Run("broken", detail=reply.message)
@@ -374,6 +375,17 @@ def _wheat_verdict(run: Run, *, first: bool, notes: list[str]) -> Verdict:
         return skipped(f"No test of yours ran on a correct head: {run.detail}.")
     case = run.failures[0]  # pytest stops at the first failure (-x)
     quoted = "  " + case.message.replace("\n", "\n  ")
+    missing = MISSING_MODULE.search(case.message)
+    if first and missing is not None:  # the environment's gap, not a wrong test
+        package = missing.group(1)
+        whole_file = case.id.startswith("file ")  # a collection failure: the import is at the top of the file
+        return failed(
+            f"Your test {case.id} imports {package}, which is not installed where the grader runs your tests "
+            f"(nor is it one of your files){', so no test of that file could run' if whole_file else ''}:\n"
+            f"{quoted}\nUse torch, pytest, hypothesis or the Python standard library instead of {package}, "
+            "or ask your instructor to add it to the course packages.",
+            notes=notes,
+        )
     if first:
         lead = f"Your test {case.id} fails on a correct head, so it would reject a right answer:"
         advice = "This check gives no points until every test passes on a correct head. " + (

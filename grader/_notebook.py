@@ -1,0 +1,374 @@
+"""Definitions only: a notebook (or a module) reduced to what the contract names need, with ``ast``.
+
+A notebook is graded on its definitions, not run top to bottom: starting from the contract names, the
+top-level statements that bind them are kept, then those that bind any name these reference, and so
+on (helpers from any cell, constants, aliases such as ``import torch as th``). Every binding statement
+of a needed name is kept, in notebook order, so a later redefinition wins as it does in the notebook.
+Everything else is dropped: plots, demos, training loops, mounts, installs, ``if __name__ ==
+"__main__":`` blocks, cells that raise or do not parse.
+
+A kept top-level import of a package the grader cannot import (``importlib.util.find_spec``, which
+runs no student code) sinks only the definitions that need it; :attr:`Reduction.unavailable` says, for
+each contract name that was dropped that way, which package it needed.
+
+Nothing here executes student code; names are resolved with :mod:`symtable` (exact Python scoping:
+a function's local variables never pull in a top-level statement of the same name).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import importlib.util
+import json
+import re
+import symtable
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+# Cell magics whose body is not Python run in the kernel: the whole cell is dropped.
+_FOREIGN_CELLS = {
+    "bash", "sh", "script", "html", "HTML", "javascript", "js", "latex", "markdown", "svg", "perl", "ruby",
+    "writefile", "file", "python2", "pypy", "sx", "system",
+}  # fmt: skip
+_SHELL_OR_MAGIC = re.compile(r"^\s*[%!]")
+_ASSIGNED_MAGIC = re.compile(r"^\s*[\w.,\s()]+=\s*[%!]")  # files = !ls ; t = %timeit -o f()
+_HELP = re.compile(r"^\s*(\?\??[\w.]+|[\w.]+\?\??)\s*$")  # torch.softmax?  ??causal_self_attention
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+# What to use instead, per package a head is tempted to use.
+_ADVICE = {
+    "einops": "use torch operations (`.transpose`, `.reshape`, `.permute`)",
+    "numpy": "use torch operations (`torch.tensor`, `@`, `torch.softmax`)",
+    "scipy": "use torch operations (`torch.softmax`, `torch.special`)",
+}
+
+
+@dataclass
+class Cell:
+    number: int  # 1-based, counting every cell of the notebook (markdown included), as one counts them
+    code: str  # magics and shell lines blanked out (line numbers kept)
+
+
+@dataclass
+class Reduction:
+    source: str
+    unavailable: dict[str, str] = field(default_factory=dict)  # contract name -> package it needs
+    dropped_cells: list[int] = field(default_factory=list)  # code cells of which nothing was kept
+    broken_cells: list[int] = field(default_factory=list)  # code cells that do not parse
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Stmt:
+    cell: int
+    node: ast.stmt
+    text: str
+    binds: frozenset[str]
+    refs: frozenset[str]
+    missing: str | None  # a plain top-level import of a package that is not installed
+
+
+class NotANotebook(ValueError):
+    pass
+
+
+def advice(package: str) -> str:
+    return _ADVICE.get(package.split(".")[0], "use torch and the Python standard library instead")
+
+
+# ---- cells -----------------------------------------------------------------------------------------
+
+
+def notebook_cells(text: str) -> tuple[list[Cell], int]:
+    """The code cells of a notebook, cleaned of IPython syntax, and the number of cells in all."""
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise NotANotebook(f"not a Jupyter notebook ({exc})") from None
+    out = []
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        out.append(Cell(number, clean_cell("".join(src) if isinstance(src, list) else str(src))))
+    return out, len(cells)
+
+
+def clean_cell(src: str) -> str:
+    """Cell text with IPython-only lines blanked: ``%magic``, ``!shell``, ``x = !cmd``, ``name?``.
+
+    A cell magic (``%%time``) loses only its first line, since its body is ordinary Python; a cell
+    magic whose body is not Python (``%%bash``, ``%%writefile``) loses the whole cell.
+    """
+    lines = src.splitlines()
+    if lines and lines[0].lstrip().startswith("%%"):
+        magic = lines[0].lstrip()[2:].split(maxsplit=1)
+        if not magic or magic[0] in _FOREIGN_CELLS:
+            return ""
+        lines[0] = ""
+    kept = ["" if _SHELL_OR_MAGIC.match(ln) or _ASSIGNED_MAGIC.match(ln) or _HELP.match(ln) else ln for ln in lines]
+    return "\n".join(kept) + "\n"
+
+
+# ---- statements ------------------------------------------------------------------------------------
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.ops) != 1:
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    consts = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return isinstance(node.test.ops[0], ast.Eq) and names == {"__name__"} and consts == {"__main__"}
+
+
+def _names(node: ast.stmt) -> tuple[set[str], set[str]]:
+    """Names a top-level statement binds (assigns, imports, defines, mutates) and module-level names it
+    reads, directly or from inside its functions, classes and comprehensions."""
+    table = symtable.symtable(ast.unparse(node), "<cell>", "exec")
+    binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    refs = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    stack = list(table.get_children())
+    while stack:
+        child = stack.pop()
+        refs |= {s.get_name() for s in child.get_symbols() if s.is_global()}
+        stack += child.get_children()
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        targets = [node.target]
+    for target in targets:  # config["scale"] = 2 and obj.attr = 1 change a needed name too
+        for sub in ast.walk(target):
+            if isinstance(sub, ast.Attribute | ast.Subscript):
+                base = sub.value
+                while isinstance(base, ast.Attribute | ast.Subscript):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    binds.add(base.id)
+    return binds, refs
+
+
+@cache
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported here, found on the path without importing anything (a name
+    in a student's import never runs a package's ``__init__`` in the grader)."""
+    parts = module.split(".")
+    if parts[0] in sys.stdlib_module_names:
+        return True
+    try:
+        spec = importlib.util.find_spec(parts[0])  # a top-level lookup imports nothing
+        for k in range(2, len(parts) + 1):
+            if spec is None or not spec.submodule_search_locations:
+                break
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:k]), list(spec.submodule_search_locations))
+        else:
+            return spec is not None
+        if spec is not None and parts[0] in sys.modules:  # e.g. torch.<module set up at import>: already loaded
+            return importlib.util.find_spec(module) is not None
+        return False
+    except (ImportError, ValueError):
+        return False
+
+
+def _missing_package(node: ast.stmt, local: frozenset[str]) -> str | None:
+    """The package a plain top-level import needs and the grader lacks; None when all are there."""
+    if isinstance(node, ast.Import):
+        modules = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        modules = [node.module]
+    else:
+        return None
+    for module in modules:
+        parts = module.split(".")
+        if parts[0] in local:
+            continue
+        for k in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:k])
+            if not _installed(prefix):
+                return "google.colab" if module.startswith("google.colab") else prefix
+    return None
+
+
+def _segment(lines: list[str], node: ast.stmt, shared: set[int]) -> str:
+    """The statement's own lines (comments kept); unparsed when it shares a line with another."""
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    end = node.end_lineno or node.lineno
+    if start in shared or end in shared or node.col_offset != 0:
+        return ast.unparse(node)
+    return "\n".join(lines[start - 1 : end])
+
+
+def _statements(cells: Sequence[Cell], local: frozenset[str]) -> tuple[list[_Stmt], list[str], list[int], list[str]]:
+    """Top-level statements in order, the ``__future__`` imports, and the cells that do not parse."""
+    stmts: list[_Stmt] = []
+    future: list[str] = []
+    broken: list[int] = []
+    problems: list[str] = []
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.code)
+        except SyntaxError as exc:
+            broken.append(cell.number)
+            problems.append(f"line {exc.lineno}: {exc.msg}")
+            continue
+        lines = cell.code.splitlines()
+        seen: dict[int, int] = {}
+        for node in tree.body:
+            for ln in {node.lineno, node.end_lineno or node.lineno}:
+                seen[ln] = seen.get(ln, 0) + 1
+        shared = {ln for ln, n in seen.items() if n > 1}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                future.append(ast.unparse(node))
+                continue
+            if _is_main_block(node):
+                continue
+            binds, refs = _names(node)
+            text = _segment(lines, node, shared)
+            stmts.append(
+                _Stmt(cell.number, node, text, frozenset(binds), frozenset(refs), _missing_package(node, local))
+            )
+    return stmts, future, broken, problems
+
+
+# ---- the closure -----------------------------------------------------------------------------------
+
+
+def _closure(stmts: list[_Stmt], contract: Iterable[str]) -> set[int]:
+    binders: dict[str, list[int]] = {}
+    for i, s in enumerate(stmts):
+        for name in s.binds:
+            binders.setdefault(name, []).append(i)
+    kept: set[int] = set()
+    todo = [n for n in contract if n in binders]
+    seen = set(todo)
+    while todo:
+        for i in binders[todo.pop()]:
+            if i in kept:
+                continue
+            kept.add(i)
+            for ref in stmts[i].refs:
+                if ref in binders and ref not in seen:
+                    seen.add(ref)
+                    todo.append(ref)
+    return kept
+
+
+def _poisoned(stmts: list[_Stmt], kept: set[int]) -> dict[int, str]:
+    """Kept statements that cannot run for want of a package: the import itself, and whatever reads a
+    name whose last kept binding is poisoned (the notebook's final value of that name), transitively."""
+    last: dict[str, int] = {}
+    for i in sorted(kept):
+        for name in stmts[i].binds:
+            last[name] = i
+    poison = {i: p for i in kept if (p := stmts[i].missing) is not None}
+    changed = True
+    while changed:
+        changed = False
+        for i in sorted(kept):
+            if i in poison:
+                continue
+            for ref in sorted(stmts[i].refs):
+                j = last.get(ref)
+                if j is not None and j != i and j in poison:
+                    poison[i] = poison[j]
+                    changed = True
+                    break
+    return poison
+
+
+def reduce_cells(
+    cells: Sequence[Cell],
+    contract: Sequence[str],
+    *,
+    local_modules: Iterable[str] = (),
+    origin: str = "notebook",
+    total_cells: int | None = None,
+) -> Reduction:
+    """The module made of what ``contract`` needs from ``cells``, and what was left out.
+
+    ``local_modules``: module names the submission itself provides (its other files), never "missing".
+    ``origin``: "notebook" (notes count cells) or a file name (notes count top-level statements).
+    """
+    stmts, future, broken, problems = _statements(cells, frozenset(local_modules))
+    kept = _closure(stmts, contract)
+    poison = _poisoned(stmts, kept)
+    final = sorted(kept - poison.keys())
+    defined = {n for i in final for n in stmts[i].binds}
+    unavailable: dict[str, str] = {}
+    for name in contract:
+        if name not in defined:
+            culprit = [poison[i] for i in sorted(poison) if name in stmts[i].binds]
+            if culprit:
+                unavailable[name] = culprit[-1]
+    body: list[str] = []
+    current: int | None = None
+    for i in final:
+        s = stmts[i]
+        if origin == "notebook" and s.cell != current:
+            body.append(f"\n# ---- cell {s.cell} ----")
+            current = s.cell
+        body.append(s.text + ("\n" if isinstance(s.node, _DEFS) else ""))
+    header = f"# Made by the grader from {origin}: only the definitions the contract names need.\n"
+    source = header + "".join(f"{f}\n" for f in future) + "\n".join(body).lstrip("\n") + "\n"
+    red = Reduction(source, unavailable, broken_cells=broken)
+    used_cells = {stmts[i].cell for i in final}
+    if origin == "notebook":
+        red.dropped_cells = [c.number for c in cells if c.number not in used_cells]
+        red.notes = _notebook_notes(cells, stmts, final, red, problems, total_cells)
+    else:
+        dropped = [s for i, s in enumerate(stmts) if i not in set(final)]
+        if dropped:
+            where = _ranges([s.node.lineno for s in dropped])
+            red.notes.append(
+                f"Definitions only: {len(dropped)} top-level statements of {origin} were not run "
+                f"(lines {where}); the grader needs only your definitions."
+            )
+    for name, package in unavailable.items():
+        red.notes.append(f"`{name}` uses {package}, which the grader does not install; {advice(package)}.")
+    return red
+
+
+def _notebook_notes(
+    cells: Sequence[Cell],
+    stmts: list[_Stmt],
+    final: list[int],
+    red: Reduction,
+    problems: list[str],
+    total: int | None,
+) -> list[str]:
+    notes = []
+    not_run = [n for n in red.dropped_cells if n not in red.broken_cells]
+    if not_run:
+        count = f"{len(not_run)} of your {len(cells)} code cells were" if len(not_run) > 1 else "1 code cell was"
+        notes.append(
+            f"{count} not run: the grader needs only your definitions (cell{'s' if len(not_run) > 1 else ''} "
+            f"{_list(not_run)}{f' of {total}' if total else ''}, counting every cell from 1, markdown included)."
+        )
+    keep = set(final)
+    partial = sorted({s.cell for i, s in enumerate(stmts) if i not in keep} - set(red.dropped_cells))
+    if partial:
+        notes.append(
+            f"From cell{'s' if len(partial) > 1 else ''} {_list(partial)} only what your definitions need was "
+            "kept; the rest there (unused imports, prints, plots, experiments) was not run."
+        )
+    for number, problem in zip(red.broken_cells, problems, strict=True):
+        notes.append(f"Cell {number} was left out: it is not valid Python ({problem}).")
+    return notes
+
+
+def _list(numbers: Sequence[int | str]) -> str:
+    items = [str(n) for n in numbers]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    return _list(sorted(set(numbers)))
