@@ -8,15 +8,19 @@ therefore read like mathematics and never see the sandbox.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import torch
 
+from grader._hangs import NO_INPUT, Hang, HangRegistry, TimeShares, call_size
+from grader._notebook import advice
 from grader.compare import dtype_name
 from grader.inputs import Case
 from grader.rubric import EntryPoints
-from grader.sandbox import Reply, Sandbox
+from grader.sandbox import Reply, Sandbox, SandboxLimits
 
 CORE = (
     "causal_self_attention",
@@ -37,10 +41,16 @@ class StudentFailure(Exception):
 
 
 class MissingFunction(StudentFailure):
-    def __init__(self, name: str, optional: bool) -> None:
-        super().__init__("error", f"the submission defines no `{name}`")
+    """``name`` is absent; ``package``: it was left out because it needs that package, which the grader lacks."""
+
+    def __init__(self, name: str, optional: bool, package: str | None = None) -> None:
+        message = f"the submission defines no `{name}`"
+        if package is not None:
+            message = f"`{name}` uses {package}, which the grader does not install; {advice(package)}"
+        super().__init__("error", message)
         self.name = name
         self.optional = optional
+        self.package = package
 
 
 @dataclass
@@ -54,6 +64,7 @@ class HeadCall:
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
     jacobian: torch.Tensor | None = None
     inputs_after: dict[str, torch.Tensor] = field(default_factory=dict)
+    returned_dtypes: tuple[torch.dtype, torch.dtype] | None = None  # (out, weights) as returned, before the cast
 
 
 def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
@@ -61,28 +72,76 @@ def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
 
 
 class Head:
-    """The student's module as the checks see it."""
+    """The student's module as the checks see it.
 
-    def __init__(self, sandbox: Sandbox, entry: EntryPoints) -> None:
+    Every call is made after the worker seeds torch, numpy and ``random`` with :attr:`rng_seed` (the runner
+    sets it per check), so the paired calls of a check draw the same random numbers; a call may pass its
+    own ``rng`` instead (the determinism check varies it on purpose).
+    """
+
+    rng_seed: int | None = None
+    current_check: str | None = None  # set by the runner; names the check a timed-out call came from
+
+    def __init__(self, sandbox: Sandbox, entry: EntryPoints, unavailable: Mapping[str, str] | None = None) -> None:
         self._sandbox = sandbox
         self._entry = entry
+        self._unavailable = dict(unavailable or {})  # submission's name -> a package it needs that is missing
         self._found: dict[str, str] | None = None
+        # a hang costs only its own function's checks: no second call on an input at least as large,
+        # and each function spends only its share of the submission's time budget
+        self.hangs = HangRegistry()
+        # an in-process stand-in for the sandbox (benchmarks/grade_bench.py) has no limits: the defaults apply
+        self._limits: SandboxLimits = getattr(sandbox, "limits", None) or SandboxLimits()
+        self._shares = TimeShares(self._limits)
+        self._restart_for: str | None = None  # the function whose timeout stopped the worker
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    def _request(self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Reply:
-        reply = self._sandbox.request(op, params, tensors)
-        if reply.status == "ok":
-            return reply
-        if reply.status in ("timeout", "budget"):
-            raise StudentFailure("timeout", reply.message)
-        raise StudentFailure("error", reply.message)
+    def _request(
+        self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor], *, fn: str | None = None
+    ) -> Reply:
+        """One request on behalf of contract function ``fn`` (None: no student function runs); the reply
+        when "ok", else a StudentFailure ("timeout" for every kind of hang, import included)."""
+        return _judged(self._send(op, params, tensors, fn))
+
+    def _send(self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor], fn: str | None) -> Reply:
+        """The sandbox's reply, unless ``fn`` hung before on an input no larger or its time share is spent."""
+        actual = getattr(self._entry, fn) if fn else f"{self._entry.module}.py"
+        size = call_size(fn, params, tensors) if fn else NO_INPUT
+        earlier = self.hangs.covering(fn or op, size)
+        if earlier is not None:
+            raise StudentFailure("timeout", earlier.refusal(size or NO_INPUT))
+        if self._restart_for is not None:  # the worker stopped after a hang: that function pays the restart
+            owner, self._restart_for = self._restart_for, None
+            t0 = time.monotonic()
+            self._sandbox.start()
+            self._shares.charge(owner, time.monotonic() - t0)
+        timeout = self._shares.timeout_s(fn)
+        if fn is not None and timeout <= 0:
+            raise StudentFailure("timeout", self._shares.spent_message(fn, actual))
+        t0 = time.monotonic()
+        reply = self._sandbox.request(op, params, tensors, timeout_s=timeout)
+        self._shares.charge(fn, time.monotonic() - t0)  # the caller's whole wait, stopping the worker included
+        on = f" on input {size.described}" if size is not None and size is not NO_INPUT else ""
+        if reply.status == "timeout":
+            self._restart_for = fn
+            if size is not None:
+                self.hangs.record(fn or op, Hang(actual, size, self.current_check))
+            if fn is not None and timeout < self._limits.per_call_timeout_s:
+                what = f"what was left of its share of the time budget ({self._shares.share_s(fn):.3g} s),"
+                message = f"`{actual}` did not finish within {timeout:.3g} s, {what}{on}; the worker was stopped"
+            else:
+                message = f"`{actual}` did not finish within {timeout:g} s{on}; the worker was stopped"
+            return replace(reply, message=message)
+        if reply.status == "budget" and fn is not None:
+            return replace(reply, message=f"{reply.message} (calling `{actual}`{on})")
+        return reply
 
     def found(self) -> dict[str, str]:
         """Contract names the module defines, mapped to 'callable' or the type found."""
         if self._found is None:
             names = [getattr(self._entry, n) for n in CORE + EXTENSIONS]
-            self._found = self._request("attrs", {"names": names}, {}).header["found"]
+            self._found = self._request("attrs", {"names": names}, {}).header["found"]  # no student function
         return self._found
 
     def require(self, name: str, *, optional: bool = False) -> str:
@@ -90,14 +149,14 @@ class Head:
         actual = getattr(self._entry, name)
         kind = self.found().get(actual)
         if kind is None:
-            raise MissingFunction(actual, optional)
+            raise MissingFunction(actual, optional, self._unavailable.get(actual))
         if kind != "callable":
             raise StudentFailure("error", f"`{actual}` is a {kind}, not a function")
         return actual
 
     def _call(self, name: str, args: list[Any], tensors: dict[str, torch.Tensor], **options: Any) -> Reply:
         fn = self.require(name, optional=name in EXTENSIONS)
-        return self._request("call", {"fn": fn, "args": args, **options}, tensors)
+        return self._request("call", {"fn": fn, "args": args, **options}, tensors, fn=name)
 
     @staticmethod
     def _items(reply: Reply, fn: str, n: int) -> list[torch.Tensor]:
@@ -148,11 +207,17 @@ class Head:
         trace: list[str] | None = None,
         repeat: int = 1,
         no_grad: bool = False,
+        rng: int | None = None,
     ) -> HeadCall:
-        """``causal_self_attention(X, W_Q, W_K, W_V, causal=causal)`` on ``case``, validated."""
+        """``causal_self_attention(X, W_Q, W_K, W_V, causal=causal)`` on ``case``, validated.
+
+        Outputs of another floating dtype are cast to the input dtype (``returned_dtypes`` keeps what came
+        back): a dtype slip costs points once, in the interface check, and the values are judged as usual.
+        """
         fn = "causal_self_attention"
         tensors = case.tensors()
         options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "device": device, "repeat": repeat}
+        options["seed"] = self.rng_seed if rng is None else rng
         if upstream is not None:
             tensors = {**tensors, "u_out": upstream[0], "u_w": upstream[1]}
             options["grad"] = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {"0": "u_out", "1": "u_w"}}
@@ -164,21 +229,21 @@ class Head:
         reply = self._call(fn, args, tensors, **options)
         out, weights = self._items(reply, fn, 2)
         s = case.shape
-        self._expect(out, (s.B, s.T, s.d_v), case.X.dtype, "out", "(B, T, d_v)")
-        self._expect(weights, (s.B, s.T, s.T), case.X.dtype, "weights", "(B, T, T)")
+        self._expect(out, (s.B, s.T, s.d_v), None, "out", "(B, T, d_v)")
+        self._expect(weights, (s.B, s.T, s.T), None, "weights", "(B, T, T)")
+        returned = (out.dtype, weights.dtype)
+        out, weights = (_as_dtype(t, case.X.dtype, what) for t, what in ((out, "out"), (weights, "weights")))
         call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
+        call.returned_dtypes = returned
         if upstream is not None:
             grads = reply.header["grads"]
             if "problem" in grads:
                 raise StudentFailure("failed", f"cannot differentiate your head: {grads['problem']}")
-            if grads["missing"]:
-                missing = ", ".join(grads["missing"])
-                raise StudentFailure(
-                    "failed",
-                    f"your outputs do not depend (through autograd) on {missing}: the head must be "
-                    "differentiable in X and all three projections (no .detach(), .item() or numpy)",
-                )
             call.grads = {k.removeprefix("g:"): v for k, v in reply.tensors.items() if k.startswith("g:")}
+            # No autograd path from these inputs: their gradient is zero, which gradient_blocks compares with
+            # finite differences of the forward pass (a cut graph disagrees; an input the head ignores agrees).
+            for name in grads["missing"]:
+                call.grads[name] = torch.zeros_like(tensors[name])
         if jacobian_upstream is not None:
             if "problem" in reply.header["jacobian"]:
                 raise StudentFailure("failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}")
@@ -236,14 +301,10 @@ class Head:
     ) -> Reply:
         """``_request`` for optional functions. When ``stub_ok`` (a check's first call), the template
         stub's NotImplementedError raises :class:`NotAttempted`; later it is an ordinary error."""
-        reply = self._sandbox.request(op, params, tensors)
+        reply = self._send(op, params, tensors, names[-1])  # a decode's time and hangs are the step's
         if reply.status == "error" and stub_ok and _is_not_implemented(reply):
             raise NotAttempted(tuple(getattr(self._entry, n) for n in names))
-        if reply.status == "ok":
-            return reply
-        if reply.status in ("timeout", "budget"):
-            raise StudentFailure("timeout", reply.message)
-        raise StudentFailure("error", reply.message)
+        return _judged(reply)
 
     def streaming(
         self,
@@ -310,7 +371,7 @@ class Head:
         fn = self.require("causal_self_attention")
         params = {"fn": fn, "rounds": rounds, "budget_s": budget_s, "baseline_repeats": baseline_repeats}
         params["device"] = device
-        h = self._request("time_head", params, case.tensors()).header
+        h = self._request("time_head", params, case.tensors(), fn="causal_self_attention").header
         clocks = ("student_s", "baseline_s", "student_cpu_s", "baseline_cpu_s")
         return Timing(*([float(t) for t in h[k]] for k in clocks))
 
@@ -329,7 +390,7 @@ class Head:
         """Contract function ``name`` run by ``op`` after ``torch.manual_seed(seed)``, not validated:
         the worker's header and tensors as they came (``options`` as for the ``call`` op)."""
         fn = self.require(name, optional=name in EXTENSIONS)
-        reply = self._request(op, {"fn": fn, "args": args, "seed": seed, **options}, tensors)
+        reply = self._request(op, {"fn": fn, "args": args, "seed": seed, **options}, tensors, fn=name)
         return reply.header, reply.tensors
 
 
@@ -371,6 +432,24 @@ class Timing:
     baseline_s: list[float]
     student_cpu_s: list[float]  # CPU time of the worker process
     baseline_cpu_s: list[float]
+
+
+def _as_dtype(t: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
+    """``t`` in ``dtype`` when it is a floating tensor; anything else breaks the contract."""
+    if t.dtype == dtype:
+        return t
+    if not t.dtype.is_floating_point:
+        raise StudentFailure("failed", f"{what} has dtype {dtype_name(t.dtype)}; attention returns floating tensors")
+    return t.to(dtype)
+
+
+def _judged(reply: Reply) -> Reply:
+    """``reply`` when it is "ok"; otherwise the StudentFailure it amounts to (every hang is a timeout)."""
+    if reply.status == "ok":
+        return reply
+    if reply.status in ("timeout", "budget", "import_timeout"):
+        raise StudentFailure("timeout", reply.message)
+    raise StudentFailure("error", reply.message)
 
 
 def _qkv(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -27,7 +27,7 @@ from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, poll_in
 from grader.sandbox._watchdog import MemoryWatchdog
 from grader.sandbox._workspace import Workspace
 
-Status = Literal["ok", "error", "timeout", "crash", "import_error", "budget"]
+Status = Literal["ok", "error", "timeout", "crash", "import_error", "import_timeout", "budget"]
 _MIB = 1 << 20
 _RLIMIT_MARGIN_MB = 256  # with RLIMIT_DATA active, let it fail allocations cleanly before the watchdog kills
 _EXIT_WAIT_S = 1.0
@@ -70,7 +70,8 @@ class Sandbox:
 
     The worker starts (and imports the submission) on the first request or on :meth:`start`. After a
     timeout or a crash the next request transparently starts a fresh worker. An import failure is
-    final: every later request returns the same "import_error" reply.
+    final: every later request returns the same "import_error" reply ("import_timeout" when the import
+    hung: it is named a hang, not a crash).
     """
 
     def __init__(
@@ -120,6 +121,10 @@ class Sandbox:
     def output(self) -> CapturedOutput:
         """Everything the submission printed so far, capped."""
         return self._output.snapshot()
+
+    @property
+    def limits(self) -> SandboxLimits:
+        return self._limits
 
     @property
     def budget_left_s(self) -> float:
@@ -220,7 +225,14 @@ class Sandbox:
         try:
             header, _ = self._receive(deadline)
         except _Deadline:
-            reply = self._end("budget" if by_budget else "import_error", self._timeout_message(what, by_budget), t0)
+            status: Status = "budget" if by_budget else "import_timeout"
+            message = self._timeout_message(what, by_budget)
+            if not by_budget:  # top-level code (a demo, a training loop) runs at import
+                message = (
+                    f"importing your module ({self._module}.py) took more than {self._limits.import_timeout_s:g} s: "
+                    'move demo code under `if __name__ == "__main__":`; the worker was stopped'
+                )
+            reply = self._end(status, message, t0)
         except _Gone:
             reply = self._end("import_error", self._death_message(what), t0)
         except _BadReply as exc:
