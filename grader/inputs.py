@@ -94,3 +94,33 @@ def make_case(
     if w_scale != 1.0:
         params += (("w_scale", w_scale),)
     return Case(X.to(dtype), W_Q.to(dtype), W_K.to(dtype), W_V.to(dtype), shape, seed, params)
+
+
+def simple_cases(*, seed: int, dtype: torch.dtype = torch.float64) -> list[Case]:
+    """Hand-checkable inputs of the kind Hypothesis-style shrinking favours, smallest first: an all-zero
+    first token (its query and key are 0, so every score in its row is 0), a zero token in the middle,
+    repeated tokens, one-hot tokens, and d_k = 1. A mask derived from score values (``scores == 0``) is
+    wrong on exactly these."""
+    cases = []
+    specs: tuple[tuple[Shape, str], ...] = (
+        (Shape(1, 2, 2, 1, 1), "zero_first_token"),
+        (Shape(1, 3, 3, 2, 2), "zero_first_token"),
+        (Shape(2, 4, 3, 2, 3), "zero_middle_token"),
+        (Shape(2, 4, 3, 2, 2), "repeated_tokens"),
+        (Shape(2, 5, 5, 3, 2), "one_hot_tokens"),
+        (Shape(2, 5, 4, 1, 3), "d_k_one"),
+    )
+    for k, (shape, kind) in enumerate(specs):
+        base = make_case(shape, seed=seed + k)
+        X = base.X.clone()
+        if kind == "zero_first_token":
+            X[:, 0] = 0
+        elif kind == "zero_middle_token":
+            X[:, shape.T // 2] = 0
+        elif kind == "repeated_tokens":
+            X[:, 1:] = X[:, :1]
+        elif kind == "one_hot_tokens":
+            X = torch.eye(shape.d, dtype=torch.float64)[torch.arange(shape.T) % shape.d].expand(shape.B, -1, -1).clone()
+        case = base.with_X(X)
+        cases.append(Case(*(t.to(dtype) for t in case.tensors().values()), shape, case.seed, (("simple", kind),)))
+    return cases

@@ -15,11 +15,32 @@ from typing import Literal
 
 import torch
 
-from grader.head import Head
+from grader.head import Head, StudentFailure
 from grader.inputs import FAMILIES, Case, Shape, check_seed, make_case
 from grader.models import Counterexample, Heatmap
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
+
+PRECISION_SHAPE = Shape(2, 4, 5, 3, 4)  # T = 4: small, so a head that hangs on long inputs answers it
+_NARROW_FIRST = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def effective_dtype(t: torch.Tensor) -> torch.dtype:
+    """The narrowest floating dtype through which every finite value of ``t`` round-trips exactly.
+
+    A head that computes its softmax in float32 and casts back returns float64 weights that are all
+    float32 numbers: then it has float32 precision, whatever dtype it returns.
+    """
+    finite = t.detach()[torch.isfinite(t.detach())].double()
+    for dtype in _NARROW_FIRST[:-1]:
+        if torch.equal(finite.to(dtype).double(), finite):
+            return dtype
+    return torch.float64
+
+
+def narrower(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    """The less precise of two floating dtypes (float16 and bfloat16 count as equally coarse)."""
+    return a if _NARROW_FIRST.index(a) <= _NARROW_FIRST.index(b) else b
 
 
 @dataclass
@@ -57,9 +78,30 @@ class Ctx:
     device: str = "cpu"
     submission_dir: Path | None = None  # the prepared submission folder (its test files), never imported
     pool: WorkerPool | None = None  # workers for checks that need sandboxes of their own (student tests)
+    memo: dict[str, object] = field(default_factory=dict)  # shared by the checks of one grading (measurements)
 
     def seed(self, salt: int = 0) -> int:
         return check_seed(self.base_seed, self.check_id, salt)
+
+    def precision(self) -> torch.dtype:
+        """The dtype the head really computes in, measured once per grading on float64 inputs (see
+        :func:`effective_dtype`); float64 when the measuring call fails (its own check reports that)."""
+        if "precision" not in self.memo:
+            seed = check_seed(self.base_seed, "precision")
+            probe = make_case(PRECISION_SHAPE, seed=seed)
+            try:
+                call = self.head.attention(probe, rng=seed)  # the same in a full run and in an --only run
+                self.memo["precision"] = narrower(effective_dtype(call.weights), effective_dtype(call.out))
+            except StudentFailure:
+                self.memo["precision"] = torch.float64
+        found = self.memo["precision"]
+        assert isinstance(found, torch.dtype)
+        return found
+
+    def working_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The coarser of ``dtype`` (the inputs) and the precision the head computes in: property checks
+        judge a head at the precision it really has (reference_match alone charges float32 arithmetic)."""
+        return narrower(dtype, self.precision())
 
     def cases(
         self, families: tuple[Shape, ...] = FAMILIES, *, dtype: torch.dtype = torch.float64, **kw: float
@@ -130,6 +172,46 @@ def ref_attention(ref: ModuleType, case: Case, causal: bool = True) -> tuple[tor
     with torch.no_grad():
         out, w = ref.causal_self_attention(*(t.double() for t in case.tensors().values()), causal=causal)
     return out, w
+
+
+@dataclass
+class CaseOutcome:
+    """One case of a check with separable case families: ``problem`` is None when it passed."""
+
+    label: str
+    problem: str | None = None
+    counterexample: Counterexample | None = None
+    heatmaps: list[Heatmap] = field(default_factory=list)
+    failure: StudentFailure | None = None  # the head did not answer this case
+
+
+def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verdict:
+    """Partial credit over separable case families: the fraction of cases passed. The first failing
+    case (smallest first) is reported in full; a head that answers no case at all fails as it failed."""
+    bad = [o for o in outcomes if o.problem is not None or o.failure is not None]
+    if not bad:
+        return passed(f"{what}: all {len(outcomes)} cases agree{detail}.")
+    if all(o.failure is not None for o in outcomes):
+        first = outcomes[0].failure
+        assert first is not None
+        raise first
+    n_ok = len(outcomes) - len(bad)
+    first = bad[0]
+    text = first.problem if first.failure is None else f"Your code did not complete this case: {first.failure.message}"
+    failing = ", ".join(o.label for o in bad[:6]) + (", ..." if len(bad) > 6 else "")
+    return failed(
+        f"{what}: {n_ok} of {len(outcomes)} cases agree (partial credit); failing: {failing}.\n"
+        f"First failing case, {first.label}: {text}",
+        counterexample=first.counterexample,
+        heatmaps=first.heatmaps,
+        fraction=n_ok / len(outcomes),
+    )
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality that also accepts NaN where both have NaN (a NaN is not randomness)."""
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    return torch.equal(nan_a, nan_b) and torch.equal(a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0))
 
 
 def fmt(x: float) -> str:

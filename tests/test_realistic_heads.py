@@ -1,0 +1,132 @@
+"""Realistic multi-bug heads (issue 10, item 9): each check fails only where the head breaks its property.
+
+The heads in tests/realistic/ are complete modules in the shapes public code takes; catalog.toml says,
+per head, which checks fail, which keep partial credit, which pass, and which root causes the
+diagnosis names. The catalog's integrity is checked without grading; the grading tests use the shared
+warm worker (one grade per head, a few seconds each).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+from grader.library import load_reference
+from grader.models import GradeResult
+from grader.rubric import Rubric, load_rubric
+from grader.runner import grade
+from grader.sandbox import WorkerPool
+
+HEADS_DIR = Path(__file__).resolve().parent / "realistic"
+with open(HEADS_DIR / "catalog.toml", "rb") as _f:
+    CATALOG: list[dict[str, Any]] = tomllib.load(_f)["head"]
+KEYS = {"id", "title", "fails", "partial", "causes"}
+# Checks with no part in these submissions: no test files, no optional extensions, no GPU.
+SKIPPED = {"student_tests", "streaming_softmax", "kv_cache", "fused_kernel_cuda"}
+AUXILIARY = ("gaussian_positional_weights", "gaussian_positional_qk", "score_scale_statistics")
+CAUSES = {
+    "no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant",
+    "no_mask", "mask_transposed", "mask_excludes_diagonal", "mask_leaks_by_one", "mask_after_softmax_no_renorm",
+    "mask_after_softmax_renorm", "weak_mask_constant", "weak_mask_fill", "mask_inverted", "mask_value_derived", "causal_flag_ignored",
+    "softmax_wrong_axis", "softmax_over_batch", "softmax_in_float32", "dropout_left_on", "unstable_softmax",
+    "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
+}  # fmt: skip
+IDS = [h["id"] for h in CATALOG]
+
+
+def _enabled(rubric: Rubric) -> set[str]:
+    return {cid for cid, rc in rubric.checks.items() if rc.enabled}
+
+
+def _load(head_id: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"realistic_{head_id}", HEADS_DIR / f"{head_id}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- the catalog itself
+
+
+def test_catalog_matches_files() -> None:
+    assert len(IDS) == len(set(IDS)), "duplicate head ids"
+    files = {p.stem for p in HEADS_DIR.glob("*.py")}
+    assert set(IDS) == files, f"catalog only: {set(IDS) - files}; file only: {files - set(IDS)}"
+
+
+@pytest.mark.parametrize("head", CATALOG, ids=IDS)
+def test_catalog_entry_is_well_formed(head: dict[str, Any]) -> None:
+    checks = _enabled(load_rubric())
+    assert set(head) == KEYS, head["id"]
+    assert head["title"].strip()
+    fails, partial = set(head["fails"]), set(head["partial"])
+    assert fails <= checks - SKIPPED, f"unknown or skipped check ids: {fails - checks}"
+    assert partial <= fails, "partial credit is for failing checks"
+    crashes = {c for c in head["causes"] if c.startswith("crash:")}
+    assert set(head["causes"]) - crashes <= CAUSES, "cause ids outside the shared vocabulary"
+
+
+@pytest.mark.parametrize("head", CATALOG, ids=IDS)
+def test_head_module_is_complete_and_its_auxiliary_functions_correct(head: dict[str, Any]) -> None:
+    """Failures must be the head's own: the module imports alone and its Exercise 3/7 functions are right."""
+    module, ref = _load(head["id"]), load_reference()
+    assert callable(module.causal_self_attention)
+    for T, h in ((6, 0.7), (9, 2.0)):
+        torch.testing.assert_close(module.gaussian_positional_weights(T, h), ref.gaussian_positional_weights(T, h))
+        for mine, theirs in zip(module.gaussian_positional_qk(T, h), ref.gaussian_positional_qk(T, h), strict=True):
+            torch.testing.assert_close(mine, theirs)
+    assert module.score_scale_statistics(8, T=16, n_samples=20) == pytest.approx(
+        ref.score_scale_statistics(8, T=16, n_samples=20)
+    )
+
+
+# ----------------------------------------------------------------------------- grading
+
+_GRADES: dict[str, GradeResult] = {}
+
+
+def _grade(head_id: str, rubric: Rubric, pool: WorkerPool) -> GradeResult:
+    if head_id not in _GRADES:
+        _GRADES[head_id] = grade(HEADS_DIR / f"{head_id}.py", rubric, pool=pool, visuals=False)
+    return _GRADES[head_id]
+
+
+def _table(result: GradeResult) -> str:
+    return "\n".join(f"  {c.id}: {c.status} {c.score:g}/{c.max_score:g}" for c in result.checks)
+
+
+@pytest.mark.parametrize("head", CATALOG, ids=IDS)
+def test_checks_fail_exactly_where_the_head_breaks_its_property(
+    head: dict[str, Any], rubric: Rubric, pool: WorkerPool
+) -> None:
+    result = _grade(head["id"], rubric, pool)
+    by_id = {c.id: c for c in result.checks}
+    fails, partial = set(head["fails"]), set(head["partial"])
+    assert set(by_id) == _enabled(rubric)
+    wrong = []
+    for cid, c in by_id.items():
+        if cid in SKIPPED:
+            ok = c.status == "skipped"
+        elif cid in partial:
+            ok = c.status != "passed" and 0 < c.score < c.max_score
+        elif cid in fails:
+            ok = c.status in ("failed", "error", "timeout") and c.score == 0
+        else:
+            ok = c.status == "passed" and c.score == c.max_score
+        if not ok:
+            wrong.append(cid)
+    assert not wrong, f"{head['id']}: unexpected verdicts for {wrong}\n{_table(result)}"
+
+
+@pytest.mark.parametrize("head", CATALOG, ids=IDS)
+def test_diagnosis_names_every_root_cause(head: dict[str, Any], rubric: Rubric, pool: WorkerPool) -> None:
+    result = _grade(head["id"], rubric, pool)
+    named = {d.id for d in result.diagnosis}
+    assert named == set(head["causes"]), f"{head['id']}: diagnosis named {sorted(named)}\n{_table(result)}"
