@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from types import ModuleType
 
 import torch
@@ -107,19 +108,39 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
     return passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")
 
 
-# Exercise 3 bands. The raw-score std over the causal entries of 200 samples at T = 64 has a relative
-# standard deviation of about 0.4% (d_k = 16, entries sharing a row or column are correlated, research
-# §8); a ±5% band is over 10 standard deviations wide, so a correct submission fails with probability
-# far below 1e-6. The typical largest weight varies by about 0.005 between seeds; ±0.05 is as wide.
+# Exercise 3 bands. Student side: STATS_SAMPLES samples at T = STATS_T (the report's plot reuses them);
+# the reference's typical largest weight: REF_SAMPLES samples, once per process (prefetched while the worker
+# starts). Measured sampling std over seeds (research §8 and benchmarks/notes): raw std / sqrt(d_k) 0.55% at
+# 50 samples (d_k = 16, worst), so the ±5% band is 9 standard deviations; largest weight 0.0073 at 50 and
+# 0.0038 at 200 samples (d_k = 16, worst), so the difference has std 0.0082 and the ±0.05 band is 6.1 of
+# them. A correct submission fails with probability about 1e-9 (two-sided normal), under the 1e-6 goal.
 STD_BAND = 0.05
 MAX_WEIGHT_BAND = 0.05
 STAT_KEYS = ("raw_std", "scaled_std", "raw_max_weight", "scaled_max_weight")
+STATS_T, STATS_SAMPLES, REF_SAMPLES = 64, 50, 200
+STATS_DKS = (16, 64, 256)
+_REFERENCE_LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=32)
-def _reference_statistics(ref: ModuleType, d_k: int, T: int, n: int, seed: int) -> dict[str, float]:
-    """The reference's measurement; the same for every submission graded with this seed, so computed once."""
-    return dict(ref.score_scale_statistics(d_k, T=T, n_samples=n, seed=seed))
+def stats_seed(base_seed: int) -> int:
+    """The seed handed to score_scale_statistics (the check and the report's plot use the same)."""
+    return base_seed % 10_000
+
+
+def reference_statistics(ref: ModuleType, seed: int) -> dict[int, dict[str, float]]:
+    """The reference's measurement per d_k at REF_SAMPLES samples (another seed than the student's, so
+    the two samples are independent); the same for every submission graded with this seed, so computed
+    once per process. Thread-safe: the runner prefetches it while the worker starts."""
+    with _REFERENCE_LOCK:
+        return _reference_statistics(ref, seed)
+
+
+@functools.lru_cache(maxsize=8)
+def _reference_statistics(ref: ModuleType, seed: int) -> dict[int, dict[str, float]]:
+    return {
+        d_k: dict(ref.score_scale_statistics(d_k, T=STATS_T, n_samples=REF_SAMPLES, seed=seed + 1))
+        for d_k in STATS_DKS
+    }
 
 
 @check(
@@ -132,9 +153,10 @@ def score_scale_experiment(ctx: Ctx) -> Verdict:
     """Exercise 3 / Lemma 5.5: for unit-variance Gaussian q, k the raw score std is about sqrt(d_k) and the
     scaled std about 1 (within a sampling band a correct submission leaves with probability < 1e-6); the
     typical largest weight agrees with the reference measurement and grows with saturation."""
-    T, n, seed = 64, 200, ctx.seed(0) % 10_000
-    for d_k in (16, 64, 256):
+    T, n, seed = STATS_T, STATS_SAMPLES, stats_seed(ctx.base_seed)
+    for d_k in STATS_DKS:
         got = ctx.head.statistics(d_k, T=T, n_samples=n, seed=seed)
+        ctx.memo[f"statistics:{d_k}"] = got  # the report's plot shows the same measurement
         cx = Counterexample(
             shape={"d_k": d_k, "T": T},
             dtype="float64",
@@ -147,7 +169,7 @@ def score_scale_experiment(ctx: Ctx) -> Verdict:
                 f"score_scale_statistics({d_k}) did not return finite numbers for {', '.join(missing)}.",
                 counterexample=cx,
             )
-        ref = _reference_statistics(ctx.ref, d_k, T, n, seed + 1)
+        ref = reference_statistics(ctx.ref, seed)[d_k]
         checks = (
             (
                 "raw_std / sqrt(d_k)",
