@@ -27,24 +27,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 import grader
 from grader.exports import result_json, write_atomic
-from grader.models import CheckResult, GradeResult, Status
+from grader.models import SUBMISSION_STATUS_MEANING as SUBMISSION_STATUS_MEANING  # re-exported; lives with the model
+from grader.models import CheckResult, GradeResult, Status, SubmissionStatus
 from grader.rubric import Rubric
 
-SubmissionStatus = Literal["graded", "timeout", "crashed", "invalid", "grader_error"]
 SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = get_args(SubmissionStatus)
-SUBMISSION_STATUS_MEANING: dict[SubmissionStatus, str] = {
-    "graded": "every check ran to a verdict",
-    "timeout": "at least one check ran out of time",
-    "crashed": "the code raised or its worker died in at least one check",
-    "invalid": "the submission could not be read (no attention_head.py, bad zip or notebook)",
-    "grader_error": "the grader itself failed; rerun to retry (not fingerprinted)",
-}
 KINDS = (".py", ".zip", ".ipynb")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 RESERVED = {"grades.csv", "summary.html"}

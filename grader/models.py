@@ -14,6 +14,15 @@ Visibility = Literal["visible", "after_due_date", "after_published", "hidden"]
 
 SCHEMA_VERSION = 1
 
+SubmissionStatus = Literal["graded", "timeout", "crashed", "invalid", "grader_error"]
+SUBMISSION_STATUS_MEANING: dict[SubmissionStatus, str] = {
+    "graded": "every check ran to a verdict",
+    "timeout": "at least one check ran out of time",
+    "crashed": "the code raised or its worker died in at least one check",
+    "invalid": "the submission could not be read (no attention_head.py, bad zip or notebook)",
+    "grader_error": "the grader itself failed; rerun to retry (not fingerprinted)",
+}
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -41,13 +50,24 @@ class Counterexample(_Strict):
         return f"{', '.join(parts)} ({self.dtype}, seed {self.seed})"
 
 
-class Diagnosis(_Strict):
-    """A known misconception whose behaviour the submission matches on every probe."""
+CauseKind = Literal["mutation", "known", "crash"]
 
-    id: str = Field(description="Identifier of the known bug.")
-    title: str = Field(description="Short name of the bug.")
+
+class Diagnosis(_Strict):
+    """One root cause of the failing checks: a change to the correct head, a known bug, or a crash."""
+
+    id: str = Field(description="Identifier of the cause, e.g. 'no_scaling' or 'crash:causal_self_attention'.")
+    title: str = Field(description="Short name of the cause.")
     hint: str = Field(description="Targeted advice citing the lecture.")
     cites: str = Field(description="The lecture result it violates.")
+    kind: CauseKind = Field(
+        default="known",
+        description="'mutation': one change of the correct head that, with the other causes, reproduces the head "
+        "exactly; 'known': a known bug of another contract function matched on every probe; 'crash': the same "
+        "student failure stopped several checks.",
+    )
+    explains: list[str] = Field(default_factory=list, description="Ids of the failing checks this cause explains.")
+    detail: str | None = Field(default=None, description="Full text of a crash, shown once for every check it stopped.")
 
 
 class Panel(_Strict):
@@ -125,6 +145,9 @@ class CheckResult(_Strict):
     duration_s: float = Field(description="Wall time of the check in seconds.")
     heatmaps: list[Heatmap] = Field(default_factory=list, description="Matrices to draw for a failure.")
     notes: list[str] = Field(default_factory=list, description="Advice that costs no points.")
+    causes: list[str] = Field(
+        default_factory=list, description="Ids of the diagnosis entries (root causes) that explain this failure."
+    )
 
 
 class StudentOutput(_Strict):
@@ -147,7 +170,9 @@ class GradeResult(_Strict):
     protections: list[str] = Field(default_factory=list, description="Isolation measures that were active.")
     devices: list[str] = Field(default_factory=list, description="Devices the checks ran on.")
     output: StudentOutput = Field(default_factory=StudentOutput, description="What the submission printed.")
-    diagnosis: list[Diagnosis] = Field(default_factory=list, description="Known bugs the head behaves like.")
+    diagnosis: list[Diagnosis] = Field(
+        default_factory=list, description="Root causes of the failing checks, most checks explained first."
+    )
     rubric: str = Field(description="Name of the rubric used.")
     duration_s: float = Field(description="Total wall time in seconds.")
     notes: list[str] = Field(default_factory=list, description="Remarks about reading the submission.")

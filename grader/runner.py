@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import threading
 import time
 import traceback
 from pathlib import Path
 from types import ModuleType
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.diagnosis import diagnose
+from grader.checks._exercises import reference_statistics, stats_seed
+from grader.diagnosis import attach_causes, diagnose
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.library import load_reference
 from grader.models import CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
-from grader.submission import prepare
-from grader.visuals import collect_visuals
+from grader.submission import contract_names, prepare
+from grader.visuals import collect_visuals, reference_scale
+
+RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with
 
 
 def reproduce_command(submission: str, check_id: str, seed: int) -> str:
@@ -40,6 +44,7 @@ def grade(
     tests_pool: WorkerPool | None = None,
     label: str | None = None,
     visuals: bool = True,
+    definitions_only: bool = False,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -47,26 +52,40 @@ def grade(
     must never be a pool whose every slot may be busy with heads (a batch): that would deadlock. With
     neither given, one private pool of two slots serves both, one slot each. ``visuals=False`` skips
     the report's visualisation data (about a second) when no report will be written.
+    ``definitions_only``: grade a module on its definitions only, as a notebook is (no top-level code runs).
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
     label = label or str(submission)
     selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
     ref = load_reference()
+    plot = visuals and not only  # the report's pictures; --only runs are about one check
+    reference_side = _prefetch_reference(ref, seed, exercise_3="score_scale_experiment" in selected, plot=plot)
     with contextlib.ExitStack() as stack:
         if pool is None:
             pool = stack.enter_context(WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True))
             tests_pool = tests_pool or pool
-        sub = stack.enter_context(prepare(submission, rubric.entry_points.module))
+        sub = stack.enter_context(
+            prepare(
+                submission,
+                rubric.entry_points.module,
+                contract=contract_names(rubric.entry_points),
+                packages=rubric.packages,
+                definitions_only=definitions_only,
+            )
+        )
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
-            head = Head(sandbox, rubric.entry_points)
+            head = Head(sandbox, rubric.entry_points, sub.unavailable)
             results = []
+            memo: dict[str, object] = {}  # measurements of the head that several checks use (its precision)
             for cid in selected:
-                ctx = Ctx(head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool)
+                ctx = Ctx(
+                    head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
+                )
                 results.append(run_check(CHECKS[cid], ctx, rubric.checks[cid], label))
             diagnosis = _diagnose(results, head, ref)
-            # The report's pictures; skipped for --only runs, which are about one check.
-            pictures = collect_visuals(head, ref, seed) if visuals and not only else None
+            reference_side.join()
+            pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
             out = sandbox.output
         # Leaving the sandbox killed every process the submission started; only now do we conclude.
@@ -76,7 +95,7 @@ def grade(
         seed=seed,
         score=round(sum(r.score for r in results), 6),
         max_score=sum(r.max_score for r in results if not r.extra_credit),
-        checks=results,
+        checks=attach_causes(results, diagnosis),
         diagnosis=diagnosis,
         protections=protections,
         devices=[device],
@@ -88,8 +107,23 @@ def grade(
     )
 
 
+def _prefetch_reference(ref: ModuleType, seed: int, *, exercise_3: bool, plot: bool) -> threading.Thread:
+    """Compute the reference side of Exercise 3 (trusted code, cached per process) in a thread, while the
+    worker starts and answers: the grader would otherwise wait for it after the worker is done."""
+
+    def work() -> None:
+        if exercise_3:
+            reference_statistics(ref, stats_seed(seed))
+        if plot:
+            reference_scale(ref, stats_seed(seed))
+
+    thread = threading.Thread(target=work, name="reference-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _diagnose(results: list[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
-    """Name a known bug the head behaves like; a grader bug here costs the hint, never the grade."""
+    """The root causes of the failing checks; a grader bug here costs the hint, never the grade."""
     try:
         return diagnose(results, head, ref)
     except Exception:  # pragma: no cover - defensive: diagnosis is advice, not a verdict
@@ -100,12 +134,17 @@ def _diagnose(results: list[CheckResult], head: Head, ref: ModuleType) -> list[D
 def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckResult:
     """Run one check; whatever happens, return its verdict."""
     t0 = time.perf_counter()
+    ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
+    ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
     try:
         for name in spec.needs:
             ctx.head.require(name, optional=spec.optional)
         verdict = spec.fn(ctx)
     except MissingFunction as exc:
-        if exc.optional:
+        if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
+            text = exc.message[:1].upper() + exc.message[1:] + "."
+            verdict = Verdict("skipped" if exc.optional else "failed", ("Optional: " if exc.optional else "") + text)
+        elif exc.optional:
             verdict = Verdict("skipped", f"Optional: your submission does not define `{exc.name}`; not graded.")
         else:
             verdict = Verdict("failed", f"Your submission does not define `{exc.name}`, which this check needs.")
@@ -122,6 +161,7 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
             "Internal grader error (not your fault; please report it): "
             f"{type(exc).__name__}: {exc}\n{''.join(tb).rstrip()}",
         )
+    ctx.head.current_check = None  # calls after the checks (diagnosis, pictures) belong to none
     return _result(spec, ctx, rc, verdict, label, time.perf_counter() - t0)
 
 

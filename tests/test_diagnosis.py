@@ -1,19 +1,20 @@
-"""Diagnosis: a failing head that behaves like a known bug gets that bug's name and hint.
+"""Diagnosis: every root cause of a failing head, named (issue 10, items 7 and 8).
 
-The probes must tell every chaff apart from the reference and from every other chaff, so the grader
-checks itself on its own library: each chaff is diagnosed as exactly itself, and neither the reference
-nor any correct variant is ever diagnosed.
+The grader checks itself on its own library: each chaff is named as exactly itself (mask_minus_100 as the
+weak mask constant it is, with its fitted value), no correct variant gets a cause, heads with two or three
+bugs at once are decomposed into their changes, and the template's stubs give one crash cause each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from grader.diagnosis import Seen, count_diagnoses, diagnose, indistinguishable, same
+from grader.diagnosis import Seen, attach_causes, count_causes, diagnose, indistinguishable, same
 from grader.head import Head
 from grader.library import KnownHead, known_heads, load_reference, reference_path
 from grader.models import CheckResult, Diagnosis, GradeResult
@@ -22,30 +23,42 @@ from grader.sandbox import Sandbox, WorkerPool
 
 CHAFFS = known_heads("chaff")
 VARIANTS = known_heads("variant")
-FAILED = [
-    CheckResult(
-        id="reference_match", title="t", cites="c", status="failed", score=0, max_score=1, message="m",
-        seed=0, duration_s=0,
-    )
-]  # fmt: skip
+NAMED_AS = {"mask_minus_100": "weak_mask_constant"}  # the same bug, with its constant fitted (-100)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _check(cid: str, status: str = "failed", message: str = "m") -> CheckResult:
+    return CheckResult(
+        id=cid, title="t", cites="c", status=status, score=0, max_score=1, message=message, seed=0, duration_s=0
+    )  # type: ignore[arg-type]
+
+
+FAILED = [_check("reference_match")]
+Diagnose = Callable[..., list[Diagnosis]]
 
 
 @pytest.fixture
-def head_of(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> Iterator:  # type: ignore[type-arg]
-    """diagnose(FAILED, <head from source>) inside a fresh sandbox."""
+def head_of(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> Iterator[Diagnose]:
+    """diagnose(checks, <head from source>) inside a fresh sandbox."""
 
-    def run(source: str) -> list[Diagnosis]:
+    def run(source: str, checks: list[CheckResult] = FAILED) -> list[Diagnosis]:
         folder = tmp_path / f"h{len(list(tmp_path.iterdir()))}"
         folder.mkdir()
         (folder / "attention_head.py").write_text(source, encoding="utf-8")
         with Sandbox(folder, rubric.limits, pool=pool) as sandbox:
-            return diagnose(FAILED, Head(sandbox, rubric.entry_points), load_reference())
+            return diagnose(checks, Head(sandbox, rubric.entry_points), load_reference())
 
     yield run
 
 
-def _chaff(chaff_id: str) -> KnownHead:
-    return next(c for c in CHAFFS if c.id == chaff_id)
+def _head(body: str) -> str:
+    """The reference module with ``causal_self_attention`` replaced by ``body`` (numpy, math, F imported)."""
+    return (
+        reference_path().read_text()
+        + "\n\nimport numpy as np\nimport torch.nn.functional as F\n\n\n"
+        + "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n"
+        + "".join(f"    {line}\n" for line in body.strip().splitlines())
+    )
 
 
 def test_a_head_that_fails_nothing_is_never_probed() -> None:
@@ -68,60 +81,185 @@ def test_matching_compares_shapes_non_finite_patterns_and_values() -> None:
     assert same([Seen(error=True)], [Seen(error=True)]) and not same([Seen(error=True)], seen(t))
 
 
-def test_a_known_bug_is_named_with_its_hint(head_of) -> None:  # type: ignore[no-untyped-def]
-    chaff = _chaff("mask_after_softmax_no_renorm")
-    [diagnosis] = head_of(chaff.source())
-    assert diagnosis == Diagnosis(id=chaff.id, title=chaff.title, hint=chaff.hint, cites="Implementation aside 4.4")
-    assert "Implementation aside 4.4" in diagnosis.hint
+def test_a_known_bug_is_named_with_its_hint_and_what_it_explains(head_of: Diagnose) -> None:
+    chaff = next(c for c in CHAFFS if c.id == "mask_after_softmax_no_renorm")
+    checks = [_check("reference_match"), _check("row_stochastic"), _check("determinism", "passed")]
+    [d] = head_of(chaff.source(), checks)
+    assert (d.id, d.title, d.hint, d.cites, d.kind) == (chaff.id, chaff.title, chaff.hint, chaff.cites, "mutation")
+    assert d.explains == ["reference_match", "row_stochastic"]
+    linked = attach_causes(checks, [d])
+    assert [c.causes for c in linked] == [[chaff.id], [chaff.id], []]
 
 
-def test_a_bug_written_another_way_is_still_recognised(head_of) -> None:  # type: ignore[no-untyped-def]
-    """The student writes no_scaling with einsum and a hand-made softmax: same numbers, other code."""
-    student = (
-        reference_path().read_text()
-        + """
-
-def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
-    q, k, v = (torch.einsum("btd,de->bte", X, W) for W in (W_Q, W_K, W_V))
-    s = torch.einsum("bie,bje->bij", q, k)
-    if causal:
-        s = s + torch.full(s.shape[-2:], float("-inf"), dtype=s.dtype).triu(1)
-    e = torch.exp(s - s.amax(-1, keepdim=True))
-    w = e / e.sum(-1, keepdim=True)
-    return w @ v, w
-"""
-    )
+def test_a_bug_written_another_way_is_still_recognised(head_of: Diagnose) -> None:
+    """no_scaling with einsum and a hand-made softmax: same numbers, other code."""
+    student = _head("""
+q, k, v = (torch.einsum("btd,de->bte", X, W) for W in (W_Q, W_K, W_V))
+s = torch.einsum("bie,bje->bij", q, k)
+if causal:
+    s = s + torch.full(s.shape[-2:], float("-inf"), dtype=s.dtype).triu(1)
+e = torch.exp(s - s.amax(-1, keepdim=True))
+w = e / e.sum(-1, keepdim=True)
+return w @ v, w
+""")
     assert [d.id for d in head_of(student)] == ["no_scaling"]
 
 
-def test_correct_heads_and_unknown_bugs_get_no_guess(head_of) -> None:  # type: ignore[no-untyped-def]
+def test_correct_heads_and_unknown_bugs_get_no_guess(head_of: Diagnose) -> None:
     assert head_of(reference_path().read_text()) == []
     assert head_of(next(v for v in VARIANTS if v.id == "einsum").source()) == []
-    halved = (
-        reference_path().read_text()
-        + """
-
-_right = causal_self_attention
-
-def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
-    out, w = _right(X, W_Q, W_K, W_V, causal)
-    return 0.5 * out, w
-"""
-    )
+    halved = _head("""
+q, k, v = X @ W_Q, X @ W_K, X @ W_V
+w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(
+    torch.ones(X.shape[1], X.shape[1], dtype=torch.bool).triu(1) & causal, float("-inf")), -1)
+return 0.5 * (w @ v), w
+""")
     assert head_of(halved) == []
+
+
+# ---- several bugs at once: the shapes public heads take --------------------------------------------
+
+MULTI = {
+    # the walkthrough Head: C**-0.5 with C the model width, dropout in train mode, always masks
+    "walkthrough": (
+        """
+B, T, C = X.shape
+k, q, v = X @ W_K, X @ W_Q, X @ W_V
+wei = q @ k.transpose(-2, -1) * C**-0.5
+wei = wei.masked_fill(torch.tril(torch.ones(T, T)) == 0, float("-inf"))
+wei = F.softmax(wei, dim=-1)
+wei = F.dropout(wei, p=0.2, training=True)
+return wei @ v, wei
+""",
+        {"scale_by_sqrt_d_model", "causal_flag_ignored", "dropout_left_on"},
+    ),
+    "sqrt_T_float32_softmax": (
+        """
+T = X.shape[1]
+s = (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / math.sqrt(T)
+if causal:
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+w = torch.softmax(s.float(), dim=-1).to(X.dtype)
+return w @ (X @ W_V), w
+""",
+        {"scale_by_sqrt_T", "softmax_in_float32"},
+    ),
+    "hard_coded_64_wrong_axis": (
+        """
+T = X.shape[1]
+s = (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / math.sqrt(64)
+if causal:
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+w = torch.softmax(s, dim=1)
+return w @ (X @ W_V), w
+""",
+        {"scale_constant", "softmax_wrong_axis"},
+    ),
+    "fill_plus_1e-15_swapped_qk": (
+        """
+T, d_k = X.shape[1], W_Q.shape[1]
+s = (X @ W_K) @ (X @ W_Q).transpose(-2, -1) / math.sqrt(d_k)
+if causal:
+    s = s.masked_fill(torch.tril(torch.ones(T, T)) == 0, 1e-15)
+w = torch.softmax(s, dim=-1)
+return w @ (X @ W_V), w
+""",
+        {"weak_mask_fill", "scores_transposed"},
+    ),
+    "value_mask_no_scale": (
+        """
+s = (X @ W_Q) @ (X @ W_K).transpose(-2, -1)
+if causal:
+    s = s.masked_fill(torch.tril(s) == 0, -1e9)
+w = torch.softmax(s, dim=-1)
+return w @ (X @ W_V), w
+""",
+        {"mask_value_derived", "no_scaling"},
+    ),
+    "inverted_mask_values_from_x_dk": (
+        """
+T, d_k = X.shape[1], W_Q.shape[1]
+s = (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / d_k
+if causal:
+    s = s.masked_fill(torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf"))
+w = torch.softmax(s, dim=-1)
+return w @ X, w
+""",
+        {"mask_inverted", "no_value_projection", "scale_by_dk"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MULTI))
+def test_heads_with_two_or_three_bugs_are_decomposed(name: str, head_of: Diagnose) -> None:
+    body, expected = MULTI[name]
+    causes = head_of(_head(body))
+    assert {d.id for d in causes} == expected
+    assert all(d.kind == "mutation" for d in causes)
+
+
+def test_fitted_constants_are_named_with_their_value(head_of: Diagnose) -> None:
+    [walk] = [d for d in head_of(_head(MULTI["walkthrough"][0])) if d.id == "dropout_left_on"]
+    assert "p = 0.2" in walk.title
+    [scale] = [d for d in head_of(_head(MULTI["hard_coded_64_wrong_axis"][0])) if d.id == "scale_constant"]
+    assert "0.125 = 1/sqrt(64)" in scale.title and "Lemma 5.5" in scale.hint
+
+
+def test_a_passing_check_prunes_the_search(head_of: Diagnose) -> None:
+    """score_scaling passed, so no scale change may be named: the wrong-scale head then matches nothing."""
+    body = MULTI["sqrt_T_float32_softmax"][0]
+    assert head_of(_head(body), [_check("reference_match"), _check("score_scaling", "passed")]) == []
+
+
+# ---- crashes: one cause per failure, every stopped check pointing at it -----------------------------
+
+
+def test_the_template_gives_one_crash_cause_per_stub(head_of: Diagnose) -> None:
+    stub = "Your code did not complete this check: NotImplementedError: causal_self_attention: project, scale the "
+    stub += "scores, mask, softmax, average"  # what the runner writes for the template (its stub's text)
+    checks = [_check(c, "error", f"{stub}\nReproduce: grade x --only {c}") for c in ("interface", "causal_mask")]
+    template = (REPO / "student_template" / "attention_head.py").read_text()
+    causes = head_of(template, checks)
+    [crash] = [d for d in causes if d.id == "crash:causal_self_attention"]
+    assert crash.kind == "crash" and crash.explains == ["interface", "causal_mask"]
+    assert crash.title == "`causal_self_attention` raises NotImplementedError — 2 checks could not run"
+    assert crash.detail is not None and "project, scale the scores" in crash.detail
+    assert [c.causes for c in attach_causes(checks, causes)] == [[crash.id], [crash.id]]
+    assert {d.kind for d in causes} == {"crash"}  # the other stubs are crashes too, none of them guessed at
+
+
+def test_one_error_shared_by_several_checks_is_one_cause(head_of: Diagnose) -> None:
+    """A failure that only some inputs trigger (here T = 1 is never probed) is grouped by its message."""
+    msg = "Your code did not complete this check: IndexError: index 1 is out of bounds\nReproduce: grade x"
+    checks = [_check("causal_mask", "error", msg), _check("numerical_stability", "error", msg)]
+    [crash] = head_of(reference_path().read_text(), checks)
+    assert crash.kind == "crash" and crash.explains == ["causal_mask", "numerical_stability"]
+
+
+def test_class_counts_count_causes_once_per_submission() -> None:
+    d = Diagnosis(id="no_mask", title="t", hint="h", cites="c", kind="mutation")
+    results = [
+        GradeResult(submission=s, seed=0, score=0, max_score=1, checks=[], diagnosis=ds, rubric="r", duration_s=0)
+        for s, ds in (("a", [d]), ("b", [d, d]), ("c", []))
+    ]
+    assert count_causes(results) == {"no_mask": 2}
+
+
+# ---- the whole library ------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("head", CHAFFS + VARIANTS, ids=[f"{h.kind}:{h.id}" for h in CHAFFS + VARIANTS])
-def test_every_chaff_is_named_and_no_variant_is(head: KnownHead, head_of) -> None:  # type: ignore[no-untyped-def]
-    expected = [head.id] if head.kind == "chaff" and not indistinguishable(head) else []
+def test_every_chaff_is_named_and_no_variant_is(head: KnownHead, head_of: Diagnose) -> None:
+    named = NAMED_AS.get(head.id, head.id)
+    expected = [named] if head.kind == "chaff" and not indistinguishable(head) else []
     assert [d.id for d in head_of(head.source())] == expected
 
 
-def test_class_counts() -> None:
-    d = Diagnosis(id="no_mask", title="t", hint="h", cites="c")
-    results = [
-        GradeResult(submission=s, seed=0, score=0, max_score=1, checks=[], diagnosis=ds, rubric="r", duration_s=0)
-        for s, ds in (("a", [d]), ("b", [d]), ("c", []))
-    ]
-    assert count_diagnoses(results) == {"no_mask": 2}
+def test_benchmark_time_per_failing_submission(head_of: Diagnose, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a timed test: prints the time of a full search that finds nothing (the worst case)."""
+    head_of(reference_path().read_text())  # warm: the reference's probes, computed once per process
+    t0 = time.perf_counter()
+    assert head_of(next(c for c in CHAFFS if c.id == "future_leak_via_values").source()) != []
+    with capsys.disabled():
+        print(f"\n[benchmark] diagnosis of a head outside the error model: {time.perf_counter() - t0:.2f} s")

@@ -444,7 +444,11 @@ def render_html(result: GradeResult, *, show_hidden: bool = False) -> str:
             r=result,
             w=wording,
             checks=checks,
-            problems=[cv for cv in checks if wording.is_problem(cv.check) and not cv.withheld],
+            problems=[
+                cv
+                for cv in checks
+                if wording.is_problem(cv.check) and not cv.withheld and not wording.stopped_by(result, cv.check)
+            ],  # a check a crash stopped shows the crash once, in the causes
             tally=wording.tally(result),
             score_line=wording.score_line(result),
             percent=result.percent,

@@ -1,7 +1,9 @@
 """The class overview of a batch: one self-contained HTML page for the instructor.
 
-Score histogram, pass rate per check, the most common failure patterns, known bugs recognised, the
-slowest and the crashing submissions, and a link to every report. Python computes every number and
+Score histogram, pass rate per check, the most common root causes (a crash, a change to the correct
+head, a known bug: counted once per submission, not as exact sets of failed checks), the slowest and
+the crashing submissions, and a link to every report. It reads outcomes through :class:`Graded`, so
+it never imports the batch runner (which imports it). Python computes every number and
 bar; the template (``summary.html.j2``, sharing the report's stylesheet) only lays them out, with
 autoescaping on. A pure function of the outcomes: no timestamp, so the same grades give the same page.
 """
@@ -12,18 +14,29 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, get_args
 from urllib.parse import quote
 
 import jinja2
 
-from grader.models import CheckResult
+from grader.models import SUBMISSION_STATUS_MEANING, CheckResult, GradeResult, SubmissionStatus
 from grader.report import wording
 from grader.report.html import jinja_environment
 from grader.rubric import Rubric
 
-if TYPE_CHECKING:
-    from grader.batch import Outcome
+
+class Graded(Protocol):
+    """One submission's row as the overview reads it (``grader.batch.Outcome`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> SubmissionStatus: ...
+    @property
+    def result(self) -> GradeResult: ...
+    @property
+    def submitters(self) -> tuple[str, ...]: ...
+
 
 UNREADABLE = ("invalid", "grader_error")  # no check could run: left out of per-check statistics
 PROBLEMS = ("timeout", "crashed", "invalid", "grader_error")
@@ -53,8 +66,11 @@ class CheckRow:
 
 
 @dataclass(frozen=True)
-class Pattern:
-    checks: list[str]
+class Cause:
+    id: str
+    title: str
+    hint: str
+    kind: str
     count: int
     share: float
     examples: list[tuple[str, str]]  # (id, href)
@@ -76,7 +92,7 @@ def _href(sid: str) -> str:
     return quote(sid, safe="@+-._") + "/report.html"
 
 
-def _first_problem(o: Outcome) -> str:
+def _first_problem(o: Graded) -> str:
     problem = next((c for c in o.result.checks if wording.is_problem(c)), None)
     if problem is None:
         return ""
@@ -85,7 +101,7 @@ def _first_problem(o: Outcome) -> str:
     return f"{problem.id}: {text[:300]}"
 
 
-def _row(o: Outcome) -> Row:
+def _row(o: Graded) -> Row:
     r = o.result
     return Row(
         id=o.id,
@@ -114,7 +130,7 @@ def histogram(percents: Sequence[float], *, width: int = 520, height: int = 150)
     return bins
 
 
-def _check_rows(outcomes: Sequence[Outcome], rubric: Rubric) -> list[CheckRow]:
+def _check_rows(outcomes: Sequence[Graded], rubric: Rubric) -> list[CheckRow]:
     readable = [o for o in outcomes if o.status not in UNREADABLE]
     rows = []
     for cid, rc in rubric.checks.items():
@@ -131,45 +147,41 @@ def _check_rows(outcomes: Sequence[Outcome], rubric: Rubric) -> list[CheckRow]:
     return rows
 
 
-def failure_patterns(outcomes: Sequence[Outcome]) -> list[Pattern]:
-    """Sets of checks that fail together, most common first (failed, error and timeout count)."""
+def causes(outcomes: Sequence[Graded]) -> list[Cause]:
+    """Root causes, most common first, each counted once per readable submission it was found in.
+
+    A submission that failed checks with no cause named is counted under 'no cause named', so the
+    table accounts for every failing submission.
+    """
     readable = [o for o in outcomes if o.status not in UNREADABLE]
-    groups: dict[tuple[str, ...], list[str]] = {}
+    seen: dict[str, tuple[str, str, str, set[str]]] = {}
     for o in readable:
-        key = tuple(c.id for c in o.result.checks if wording.is_problem(c))
-        if key:
-            groups.setdefault(key, []).append(o.id)
-    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), len(kv[0]), kv[0]))[:TOP_PATTERNS]
+        for d in o.result.diagnosis:
+            seen.setdefault(d.id, (d.title, d.hint, d.kind, set()))[3].add(o.id)
+        if not o.result.diagnosis and any(wording.is_problem(c) for c in o.result.checks):
+            seen.setdefault("", ("No cause named", "Read the failing checks of these reports.", "", set()))[3].add(o.id)
     total = len(readable) or 1
+    ranked = sorted(seen.items(), key=lambda kv: (-len(kv[1][3]), kv[0] == "", kv[1][0]))
     return [
-        Pattern(
-            list(key),
+        Cause(
+            cid,
+            title,
+            hint,
+            kind,
             len(ids),
             round(100 * len(ids) / total, 1),
             [(i, _href(i)) for i in sorted(ids)[:EXAMPLES]],
         )
-        for key, ids in ranked
+        for cid, (title, hint, kind, ids) in ranked
     ]
-
-
-def known_bugs(outcomes: Sequence[Outcome]) -> list[tuple[str, str, int, list[tuple[str, str]]]]:
-    """(title, hint, count, examples) for each recognised misconception, most common first."""
-    seen: dict[str, tuple[str, str, list[str]]] = {}
-    for o in outcomes:
-        for d in o.result.diagnosis:
-            seen.setdefault(d.id, (d.title, d.hint, []))[2].append(o.id)
-    ranked = sorted(seen.values(), key=lambda v: (-len(v[2]), v[0]))
-    return [(t, h, len(ids), [(i, _href(i)) for i in sorted(ids)[:EXAMPLES]]) for t, h, ids in ranked]
 
 
 def _template() -> jinja2.Template:
     return jinja_environment().get_template("summary.html.j2")
 
 
-def render_summary(outcomes: Sequence[Outcome], rubric: Rubric, *, notes: Sequence[str] = ()) -> str:
+def render_summary(outcomes: Sequence[Graded], rubric: Rubric, *, notes: Sequence[str] = ()) -> str:
     """The class overview page for ``outcomes`` graded with ``rubric``."""
-    from grader.batch import SUBMISSION_STATUS_MEANING, SUBMISSION_STATUSES
-
     outcomes = sorted(outcomes, key=lambda o: o.id)
     readable = [o for o in outcomes if o.status not in UNREADABLE]
     percents = [o.result.percent for o in readable]
@@ -180,7 +192,8 @@ def render_summary(outcomes: Sequence[Outcome], rubric: Rubric, *, notes: Sequen
         "median": round(statistics.median(percents), 1) if percents else None,
         "full": sum(o.result.score >= o.result.max_score > 0 for o in readable),
     }
-    by_status = [(s, sum(o.status == s for o in outcomes), SUBMISSION_STATUS_MEANING[s]) for s in SUBMISSION_STATUSES]
+    statuses: tuple[SubmissionStatus, ...] = get_args(SubmissionStatus)
+    by_status = [(s, sum(o.status == s for o in outcomes), SUBMISSION_STATUS_MEANING[s]) for s in statuses]
     slowest = sorted(outcomes, key=lambda o: (-o.result.duration_s, o.id))[:TOP_SLOWEST]
     return _template().render(
         rubric=rubric.name,
@@ -188,8 +201,7 @@ def render_summary(outcomes: Sequence[Outcome], rubric: Rubric, *, notes: Sequen
         by_status=by_status,
         bins=histogram(percents),
         checks=_check_rows(outcomes, rubric),
-        patterns=failure_patterns(outcomes),
-        bugs=known_bugs(outcomes),
+        causes=causes(outcomes),
         slowest=[_row(o) for o in slowest],
         problems=[_row(o) for o in outcomes if o.status in PROBLEMS],
         rows=[_row(o) for o in outcomes],

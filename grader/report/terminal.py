@@ -38,23 +38,41 @@ def check_row(check: CheckResult, *, id_width: int, withheld: bool) -> Table:
     return row
 
 
+def _causes(result: GradeResult, console: Console) -> None:
+    """The root causes first: the sentence, then each cause with its hint and the checks it explains."""
+    sentence = wording.causes_sentence(result)
+    if sentence:
+        console.print(Text(sentence, "bold yellow"))
+    for d in result.diagnosis:
+        console.print(Text(wording.cause_line(result, d.id), "yellow"))
+        for line in (d.hint, wording.explains_line(result, d.id), *(d.detail or "").splitlines()):
+            if line:
+                console.print(Padding(Text(line), (0, 0, 0, INDENT), expand=False))
+
+
 def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool = False) -> None:
-    """Print the summary of ``result`` to ``console``."""
+    """Print the summary of ``result`` to ``console``: root causes, then one line per check."""
     id_width = max((len(c.id) for c in result.checks), default=1)
     console.print(Text(f"{result.rubric}: {result.submission} (seed {result.seed})", "bold"))
     for note in result.notes:
         console.print(Text(f"Note: {note}", "dim"))
+    _causes(result, console)
     for check in result.checks:
         withheld = wording.is_withheld(check, show_hidden=show_hidden)
         console.print(check_row(check, id_width=id_width, withheld=withheld))
         if withheld:
             continue
-        if wording.is_problem(check) or check.status == "skipped":
+        crash = wording.stopped_by(result, check)
+        if crash is not None:  # the crash is printed once, with the causes; here only a pointer
+            number = wording.cause_numbers(result)[crash]
+            line = f"Could not run: see cause ({number}) above. Reproduce: {check.reproduce}"
+            console.print(Padding(Text(line), (0, 0, 0, INDENT), expand=False))
+        elif wording.is_problem(check) or check.status == "skipped":
             style = "" if wording.is_problem(check) else "dim"
             for line in check.message.splitlines():  # line by line: a multi-line Text pads every line to the longest
                 console.print(Padding(Text(line, style), (0, 0, 0, INDENT), expand=False))
+            if wording.pointer(result, check):
+                console.print(Padding(Text(wording.pointer(result, check) or "", "yellow"), (0, 0, 0, INDENT)))
         for note in check.notes:
             console.print(Padding(Text(f"Note: {note}", "dim"), (0, 0, 0, INDENT), expand=False))
-    for d in result.diagnosis:
-        console.print(Text(f"Likely cause: {d.title} ({d.cites}). {d.hint}", "yellow"))
     console.print(Text(wording.score_line(result), "bold"))

@@ -143,3 +143,46 @@ def output_note(result: GradeResult, *, shown_chars: int | None = None) -> str:
 def unavailable(reason: str) -> str:
     """The wording for a visual that the student's code could not produce."""
     return f"could not be computed: {reason}"
+
+
+# ---- root causes (issue 10): causes first, symptoms pointing at them ------------------------------
+
+
+def cause_numbers(result: GradeResult) -> dict[str, int]:
+    """Each cause's number as the views print it: (1), (2), ... in diagnosis order."""
+    return {d.id: k for k, d in enumerate(result.diagnosis, start=1)}
+
+
+def causes_sentence(result: GradeResult) -> str | None:
+    """'Your head behaves exactly like the correct head with 2 changes: (1) ...; (2) ...', or None."""
+    numbers = cause_numbers(result)
+    changes = [d for d in result.diagnosis if d.kind == "mutation"]
+    if not changes:
+        return None
+    n = len(changes)
+    listed = "; ".join(f"({numbers[d.id]}) {d.title}" for d in changes)
+    return f"Your head behaves exactly like the correct head with {n} change{'s' if n > 1 else ''}: {listed}."
+
+
+def cause_line(result: GradeResult, cause_id: str) -> str:
+    """'(2) Scores divided by d_k instead of sqrt(d_k) (Lemma 5.5)' for one cause id."""
+    d = next(d for d in result.diagnosis if d.id == cause_id)
+    return f"({cause_numbers(result)[d.id]}) {d.title} ({d.cites})"
+
+
+def explains_line(result: GradeResult, cause_id: str) -> str:
+    d = next(d for d in result.diagnosis if d.id == cause_id)
+    return f"Explains: {', '.join(d.explains)}" if d.explains else "Explains no failing check of this rubric."
+
+
+def stopped_by(result: GradeResult, check: CheckResult) -> str | None:
+    """The crash cause that stopped ``check`` (its message then repeats the crash: shown once, above)."""
+    crashes = {d.id for d in result.diagnosis if d.kind == "crash"}
+    return next((c for c in check.causes if c in crashes), None)
+
+
+def pointer(result: GradeResult, check: CheckResult) -> str | None:
+    """'Cause: (1) ...' under a failing check, or None when no cause explains it."""
+    if not check.causes:
+        return None
+    return "Cause: " + "; ".join(cause_line(result, c) for c in check.causes)

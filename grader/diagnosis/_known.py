@@ -1,26 +1,24 @@
-"""Name the known bug a failing head most likely has, by running the instructor's chaffs beside it.
+"""Known bugs by behaviour: run the instructor's chaffs beside the head on fixed probes.
 
-When some check failed, every core contract function of the head is called on a few fixed small
-probes (float64, causal and not, large scores; one call per probe through the proxy, reused for every
-chaff). Each chaff of that function runs on the same probes here in the grader: chaffs are trusted
-instructor code, materialised from the library. A chaff whose results match the head's on every probe
-(:func:`same`: equal shapes, equal non-finite patterns, finite values within :data:`MATCH`) names the
-bug, with the catalog's hint. Two rules keep the guess honest: a head that matches the reference on a
-function's probes gets no diagnosis for it (so a correct head is never diagnosed), and a head that
-matches no chaff gets no guess.
+Every contract function of the head is called on a few fixed small probes (float64, causal and not,
+large scores; one call per probe through ``Head.probe``, reused for every chaff). Each chaff of that
+function runs on the same probes here in the grader: chaffs are trusted instructor code, materialised
+from the library, and :func:`grader_side` calls them directly (the worker's op code is not imported).
+A chaff whose results match the head's on every probe (:func:`same`: equal structure, equal
+non-finite patterns, finite values within :data:`MATCH`) names the bug. A head that matches the
+reference on a function's probes gets nothing for it, and a head that matches no chaff gets no guess.
 
-Calls are made after seeding torch's global generator identically on both sides, so a chaff that
-draws random numbers (dropout left on, the global RNG) replays exactly. Chaffs that compute the
-reference's values (a slow loop, the built-in kernel) cannot be told apart by their results; the
-performance and forbidden-API checks name those directly.
+Calls are made after seeding torch's global generator identically on both sides, so a chaff that draws
+random numbers replays exactly. Chaffs that compute the reference's values (a slow loop, the built-in
+kernel) cannot be told apart by their results; the performance and forbidden-API checks name those.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
@@ -30,13 +28,10 @@ import torch
 
 from grader.compare import Tolerance
 from grader.head import Head, MissingFunction, StudentFailure
-from grader.library import KnownHead, known_heads
-from grader.models import CheckResult, Diagnosis, GradeResult
-from grader.sandbox import _ops
+from grader.library import KnownHead
 
 MATCH = Tolerance(rtol=1e-9, atol=1e-12)  # float64: another way to write the same arithmetic, not float32
 PROBE_SEED = 20417
-FAILING = ("failed", "error", "timeout")
 VALUE_IDENTICAL = frozenset({"performance", "forbidden_api"})
 NOISE = ("times", "traced")  # how long a call took, which APIs it used: not what it computed
 
@@ -58,6 +53,7 @@ class Seen:
     error: bool = False
     values: dict[str, torch.Tensor] = field(default_factory=dict)
     shape: dict[str, Any] = field(default_factory=dict)  # kinds, types and problems, compared exactly
+    message: str = ""  # the error's text, when ``error``
 
 
 def indistinguishable(chaff: KnownHead) -> bool:
@@ -72,8 +68,8 @@ def indistinguishable(chaff: KnownHead) -> bool:
 def _attention_probes() -> list[Probe]:
     g = torch.Generator().manual_seed(PROBE_SEED)
 
-    def inputs(scale: float) -> dict[str, torch.Tensor]:
-        B, T, d, d_k, d_v = 2, 5, 4, 3, 2  # d, d_k and d_v distinct; B = 2 couples nothing in a right head
+    def inputs(scale: float, B: int = 2, T: int = 5, d: int = 4, d_k: int = 3, d_v: int = 2) -> dict[str, torch.Tensor]:
+        # d, d_k and d_v distinct; B = 2 couples nothing in a right head
         X = scale * torch.randn(B, T, d, generator=g, dtype=torch.float64)
         W = {
             n: torch.randn(d, w, generator=g, dtype=torch.float64)
@@ -82,6 +78,8 @@ def _attention_probes() -> list[Probe]:
         return {"X": X, **W}
 
     base, large = inputs(1.0), inputs(300.0)  # large: scores of order 1e5, far past exp's range
+    other = inputs(1.0, B=1, T=4, d=6, d_k=2, d_v=3)  # other widths: a constant is not a formula
+    other["X"][0, 1] = 0.0  # a zero token: its scores are exactly 0, which a mask read off the values mistakes
     upstream = {"u_out": torch.randn(2, 5, 2, generator=g, dtype=torch.float64),
                 "u_w": torch.randn(2, 5, 5, generator=g, dtype=torch.float64)}  # fmt: skip
     args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
@@ -96,6 +94,7 @@ def _attention_probes() -> list[Probe]:
         Probe(args, {**base, **upstream}, {**kw(True), "grad": grad}),
         Probe(args, large, kw(True)),
         Probe(args, large, kw(False)),
+        Probe(args, other, kw(True)),
     ]
 
 
@@ -153,7 +152,7 @@ PROBES: dict[str, Callable[[], list[Probe]]] = {
 DERIVED: dict[str, Callable[[Seen], Seen]] = {"gaussian_positional_qk": _qk_kernel}
 
 
-# ---- running the probes --------------------------------------------------------------------------
+# ---- the head's side -------------------------------------------------------------------------
 
 
 def _seen(header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Seen:
@@ -187,24 +186,97 @@ def student_side(head: Head, function: str, probes: list[Probe]) -> list[Seen] |
         except StudentFailure as exc:
             if exc.status == "timeout":
                 return None
-            seen = Seen(error=True)
+            seen = Seen(error=True, message=exc.message)
         out.append(DERIVED.get(function, lambda s: s)(seen))
     return out
 
 
+# ---- the trusted side: instructor modules called directly, in this process -----------------------
+
+
+def _describe(value: Any, name: str, out: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """One returned value as the worker describes it (same names, so both sides compare key by key)."""
+    if type(value) is torch.Tensor:
+        out[name] = value.detach()
+        return {"type": "tensor", "name": name}
+    if isinstance(value, bool):
+        return {"type": "bool"}
+    if isinstance(value, (int, float)):
+        return {"type": "number", "value": float(value)}
+    return {"type": type(value).__name__}
+
+
+def _flatten(result: Any, out: dict[str, torch.Tensor]) -> dict[str, Any]:
+    if isinstance(result, (tuple, list)):
+        return {"kind": type(result).__name__, "items": [_describe(v, f"r{i}", out) for i, v in enumerate(result)]}
+    if isinstance(result, dict):
+        return {"kind": "dict", "entries": {str(k): _describe(v, f"k:{k}", out) for k, v in result.items()}}
+    return {"kind": "single", "items": [_describe(result, "r0", out)]}
+
+
+def _grads(result: Any, inputs: dict[str, torch.Tensor], spec: dict[str, Any], out: dict[str, torch.Tensor]) -> Any:
+    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    loss = None
+    for idx, up in spec["upstream"].items():
+        y = outputs[int(idx)]
+        if not isinstance(y, torch.Tensor) or not y.requires_grad:
+            return {"problem": f"output {idx} is not differentiable (no autograd graph)"}
+        term = (y * inputs[up].to(y.dtype)).sum()
+        loss = term if loss is None else loss + term
+    assert loss is not None
+    grads = torch.autograd.grad(loss, [inputs[n] for n in spec["wrt"]], allow_unused=True)
+    for n, g in zip(spec["wrt"], grads, strict=True):
+        if g is not None:
+            out[f"g:{n}"] = g.detach()
+    return {"missing": [n for n, g in zip(spec["wrt"], grads, strict=True) if g is None]}
+
+
+def _kv_cache(module: ModuleType, t: dict[str, torch.Tensor], out: dict[str, torch.Tensor]) -> dict[str, Any]:
+    cache_, steps, lengths = module.KVCache(), [], []
+    with torch.no_grad():
+        for i in range(t["X"].shape[1]):
+            y = module.cached_attention_step(t["X"][:, i].clone(), cache_, t["W_Q"], t["W_K"], t["W_V"])
+            steps.append(_describe(y, f"step:{i}", out))
+            lengths.append(len(cache_))
+    kv = {}
+    for which in ("keys", "values"):
+        x = getattr(cache_, which)
+        kv[which] = _describe(torch.stack(list(x), dim=1) if isinstance(x, (list, tuple)) else x, which, out)
+    return {"steps": steps, "lengths": lengths, **kv}
+
+
+def run_trusted(module: ModuleType, function: str, probe: Probe) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """What the worker would answer for ``probe`` if ``module`` were the submission."""
+    opts = probe.options
+    grad = opts.get("grad")
+    inputs = {k: t.clone().requires_grad_(bool(grad) and k in grad["wrt"]) for k, t in probe.tensors.items()}
+    out: dict[str, torch.Tensor] = {}
+    torch.manual_seed(PROBE_SEED)
+    if probe.op == "kv_cache":
+        return _kv_cache(module, inputs, out), out
+    args = [inputs[a["t"]] if "t" in a else a["v"] for a in probe.args]
+    kwargs = {k: inputs[a["t"]] if "t" in a else a["v"] for k, a in opts.get("kwargs", {}).items()}
+    with torch.no_grad() if opts.get("no_grad") else contextlib.nullcontext():
+        result = getattr(module, function)(*args, **kwargs)
+    header: dict[str, Any] = {"result": _flatten(result, out)}
+    if grad:
+        header["grads"] = _grads(result, inputs, grad, out)
+    if opts.get("return_inputs"):
+        out.update({f"in:{k}": t.detach() for k, t in inputs.items()})
+    return header, out
+
+
 @cache
 def grader_side(module: ModuleType, function: str) -> tuple[Seen, ...]:
-    """A trusted module on every probe of ``function``, through the worker's own op code, in this
-    process; the probes are fixed, so each module's answers are computed once per grading process."""
+    """A trusted module on every probe of ``function``; the probes are fixed, so each module's answers
+    are computed once per grading process."""
     out = []
     for probe in PROBES[function]():
-        params = {"fn": function, "args": probe.args, "seed": PROBE_SEED, **probe.options}
-        tensors = {k: t.clone() for k, t in probe.tensors.items()}
         with torch.random.fork_rng(devices=[]):  # a chaff's manual_seed must not touch the grader's RNG
             try:
-                seen = _seen(*_ops.dispatch(module, probe.op, params, tensors))
-            except Exception:
-                seen = Seen(error=True)
+                seen = _seen(*run_trusted(module, function, probe))
+            except Exception as exc:
+                seen = Seen(error=True, message=f"{type(exc).__name__}: {exc}")
         out.append(DERIVED.get(function, lambda s: s)(seen))
     return tuple(out)
 
@@ -243,28 +315,3 @@ def _close(x: torch.Tensor, y: torch.Tensor, tol: Tolerance) -> bool:
     if not torch.equal(fx, fy) or not torch.equal(x[~fx].nan_to_num(), y[~fy].nan_to_num()):
         return False  # NaN where NaN, +inf where +inf, -inf where -inf
     return bool(torch.isclose(x[fx], y[fy], rtol=tol.rtol, atol=tol.atol).all())
-
-
-# ---- the diagnosis -------------------------------------------------------------------------------
-
-
-def diagnose(checks: Iterable[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
-    """Known bugs the head behaves like, when some check failed; [] for a passing or unknown head."""
-    if not any(c.status in FAILING for c in checks):
-        return []
-    found = []
-    for function, make in PROBES.items():
-        chaffs = [c for c in known_heads("chaff") if c.function == function]
-        theirs = student_side(head, function, make()) if chaffs else None
-        if theirs is None or same(theirs, grader_side(ref, function)):
-            continue
-        for chaff in chaffs:
-            ours = grader_side(chaff_module(chaff), function)
-            if not all(s.error for s in ours) and same(theirs, ours):
-                found.append(Diagnosis(id=chaff.id, title=chaff.title, hint=chaff.hint, cites=chaff.cites))
-    return found
-
-
-def count_diagnoses(results: Iterable[GradeResult]) -> Counter[str]:
-    """How many submissions each known bug was recognised in (for a class summary)."""
-    return Counter(d.id for r in results for d in r.diagnosis)

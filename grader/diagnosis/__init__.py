@@ -1,0 +1,163 @@
+"""Root causes of a failing head: crashes, changes to the correct head, and known bugs (issue 10).
+
+Three kinds of cause, each explaining some of the failing checks:
+
+* ``crash``: the same student failure stopped several checks ("causal_self_attention raises
+  NotImplementedError — 15 checks could not run"); found by probing every contract function once.
+* ``mutation``: the head behaves exactly like the reference with one to three changes of the error model
+  (``_mutations``), found by a search over combinations (``_search``) on fixed probes.
+* ``known``: a chaff of the bug library that the head matches on every probe (``_known``), for the other
+  contract functions, and for attention bugs outside the error model.
+
+The package reaches student code only through :class:`grader.head.Head`. A correct head and a head
+that matches nothing get no cause: a wrong guess is worse than none.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from types import ModuleType
+
+from grader.diagnosis._known import PROBES, Seen, chaff_module, grader_side, indistinguishable, same, student_side
+from grader.diagnosis._naming import known_cause, known_explains, mutation_cause
+from grader.diagnosis._search import comparable, reference_matches, search
+from grader.head import Head
+from grader.library import known_heads
+from grader.models import CheckResult, Diagnosis, GradeResult
+
+__all__ = ["Seen", "attach_causes", "count_causes", "count_diagnoses", "diagnose", "indistinguishable", "same"]
+
+FAILING = ("failed", "error", "timeout")
+STOPPED = "Your code did not complete this check: "
+ATTENTION = "causal_self_attention"
+
+
+def diagnose(checks: Iterable[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
+    """Every root cause of the failing checks, each with the checks it explains; [] when none failed."""
+    checks = list(checks)
+    failing = [c for c in checks if c.status in FAILING]
+    if not failing:
+        return []
+    failed = {c.id for c in failing}
+    passed = {c.id for c in checks if c.status == "passed"}
+    seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
+    causes = _crashes(failing, seen)
+    found = _changes(seen[ATTENTION], passed)
+    if found is not None:
+        combo, fitted = found
+        causes += [mutation_cause(m, fitted, failed) for m in combo]
+    for fn in PROBES:
+        if fn == ATTENTION and found is not None:
+            continue
+        causes += [c.model_copy(update={"explains": known_explains(c.id, failed)}) for c in _known(seen[fn], fn, ref)]
+    return _explained(causes, failing)
+
+
+def _changes(runs: list[Seen] | None, passed: set[str]) -> tuple[tuple[str, ...], dict[str, float]] | None:
+    """The mutations of the reference that reproduce the head's values (gradient probes left out: the
+    error model is about values, and a head of the wrong output width cannot take the upstream)."""
+    if runs is None:
+        return None
+    pairs = [(p, s) for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" not in p.options]
+    probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs])
+    if theirs is None or reference_matches(probes, theirs):
+        return None
+    return search(probes, theirs, passed)
+
+
+def _known(theirs: list[Seen] | None, function: str, ref: ModuleType) -> list[Diagnosis]:
+    """Chaffs of ``function`` that the head matches on every probe (none when it matches the reference)."""
+    chaffs = [c for c in known_heads("chaff") if c.function == function]
+    if theirs is None or not chaffs or same(theirs, grader_side(ref, function)):
+        return []
+    out = []
+    for chaff in chaffs:
+        ours = grader_side(chaff_module(chaff), function)
+        if not all(s.error for s in ours) and same(theirs, ours):
+            out.append(known_cause(chaff.id))
+    return out
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _exception(line: str) -> str:
+    """'NotImplementedError' from 'NotImplementedError: ...'; the whole line when it names no exception."""
+    name = line.split(":", 1)[0].strip()
+    return name if name.isidentifier() and ":" in line else line
+
+
+def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> list[Diagnosis]:
+    """One cause per distinct student failure that stopped checks: a function that fails on every probe,
+    or one message shared by several stopped checks."""
+    stopped = [c for c in failing if c.message.startswith(STOPPED)]
+    by_error: dict[str, list[str]] = {}
+    details: dict[str, str] = {}
+    for fn, runs in seen.items():
+        if runs and all(s.error for s in runs) and _first_line(runs[0].message):
+            line = _first_line(runs[0].message)
+            by_error.setdefault(line, []).append(fn)
+            details.setdefault(line, runs[0].message)
+    for c in stopped:
+        line = _first_line(c.message.removeprefix(STOPPED))
+        if line not in by_error and sum(_first_line(o.message.removeprefix(STOPPED)) == line for o in stopped) > 1:
+            by_error[line] = []
+            details[line] = c.message.removeprefix(STOPPED).split("\nReproduce:")[0]
+    causes = []
+    for line, fns in by_error.items():
+        explains = [c.id for c in stopped if line in c.message]
+        if not explains:
+            continue
+        who = f"`{fns[0]}`" if len(fns) == 1 else "Your code"
+        n = len(explains)
+        template = line.startswith("NotImplementedError")
+        hint = (
+            f"This is the template's stub: implement {who} and these checks will run."
+            if template and len(fns) == 1
+            else "Fix this error first: the checks it stopped will then run. The full error is shown once here."
+        )
+        causes.append(
+            Diagnosis(
+                id=f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}",
+                title=f"{who} raises {_exception(line)} — {n} check{'s' if n != 1 else ''} could not run",
+                hint=hint,
+                cites="Section 9.1",
+                kind="crash",
+                explains=explains,
+                detail=details[line],
+            )
+        )
+    return causes
+
+
+def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:
+    """A check stopped by a crash belongs to the crash alone; causes that explain nothing left stay listed
+    (a mutation can be real even when no failing check of its own is in this rubric)."""
+    crashed = {cid for c in causes if c.kind == "crash" for cid in c.explains}
+    out, ids = [], set()
+    for c in causes:
+        if c.id in ids:
+            continue
+        ids.add(c.id)
+        keep = c.explains if c.kind == "crash" else [x for x in c.explains if x not in crashed]
+        out.append(c.model_copy(update={"explains": keep}))
+    return out
+
+
+def attach_causes(checks: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:
+    """Each failing check with the ids of the causes that explain it."""
+    out = []
+    for c in checks:
+        ids = [d.id for d in diagnosis if c.id in d.explains] if c.status in FAILING else []
+        out.append(c.model_copy(update={"causes": ids}) if ids else c)
+    return out
+
+
+def count_causes(results: Iterable[GradeResult]) -> Counter[str]:
+    """How many submissions each root cause was found in (for a class summary)."""
+    return Counter(d.id for r in results for d in {d.id: d for d in r.diagnosis}.values())
+
+
+count_diagnoses = count_causes

@@ -1,0 +1,197 @@
+"""The error model: the reference head with a few slots that a student's code may change (issue 10).
+
+A mutation is one change in one slot (how scores are scaled, how the mask is applied, which softmax,
+its compute dtype, leftover randomness, which projections are multiplied). :func:`forward` is the
+reference head (Definition 2.2, Definition 4.1, Lemma 5.5) with any set of mutations, at most one per
+slot, applied. It runs here in the grader on the probes' trusted inputs; student code never runs here.
+
+Some mutations carry a constant that is fitted from the head's own weights (a hard-coded scale, a weak
+mask constant, a dropout rate): :func:`forward` fits it on the first probe that shows it and then holds
+it fixed, so a constant that changes from input to input does not match.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+SLOTS = ("scale", "mask", "softmax", "dtype", "randomness", "projections")
+
+MUTATIONS: dict[str, tuple[str, ...]] = {
+    "scale": ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant"),
+    "mask": (
+        "no_mask",
+        "causal_flag_ignored",
+        "mask_transposed",
+        "mask_excludes_diagonal",
+        "mask_leaks_by_one",
+        "mask_inverted",
+        "mask_value_derived",
+        "mask_after_softmax_no_renorm",
+        "mask_after_softmax_renorm",
+        "weak_mask_constant",
+        "weak_mask_fill",
+    ),
+    "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
+    "dtype": ("softmax_in_float32",),
+    "randomness": ("dropout_left_on",),
+    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection"),
+}
+SLOT_OF = {m: slot for slot, ms in MUTATIONS.items() for m in ms}
+FITTED = {"scale_constant": "scale", "weak_mask_constant": "mask", "weak_mask_fill": "mask", "dropout_left_on": "p"}
+
+Combo = tuple[str, ...]  # mutation ids, at most one per slot, in SLOTS order
+
+
+@dataclass
+class Fit:
+    """Constants fitted from the head's weights while a combination is evaluated over the probes."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def get(self, key: str, estimates: torch.Tensor) -> float | None:
+        """The held value of ``key``, or the snapped median of ``estimates`` the first time there are any."""
+        if key not in self.values:
+            finite = estimates[torch.isfinite(estimates)]
+            if finite.numel() == 0:
+                return None
+            self.values[key] = snap(float(finite.median()))
+        return self.values[key]
+
+
+def snap(x: float, digits: int = 4) -> float:
+    """``x`` rounded to ``digits`` significant digits when that changes it by less than 1e-7 relative:
+    a student writes -1e4 or 0.125, not -9999.99999997."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    rounded = float(f"{x:.{digits - 1}e}")
+    return rounded if abs(rounded - x) <= 1e-7 * abs(x) else x
+
+
+def _pick(combo: Combo, slot: str) -> str | None:
+    return next((m for m in combo if SLOT_OF[m] == slot), None)
+
+
+def _fit_scale(raw: torch.Tensor, theirs: torch.Tensor, allowed: torch.Tensor, axis: int) -> torch.Tensor:
+    """Slope c of log w = c s + b_row over the positive allowed weights of each softmax group."""
+    s, w = raw.movedim(axis, -1), theirs.movedim(axis, -1)
+    ok = (w > 0) & torch.isfinite(w) & allowed.expand_as(raw).movedim(axis, -1)
+    n = ok.sum(-1, keepdim=True)
+    logw = torch.where(ok, w.clamp_min(1e-300).log(), 0.0)
+    s0 = torch.where(ok, s, 0.0)
+    mean_s, mean_l = s0.sum(-1, keepdim=True) / n.clamp_min(1), logw.sum(-1, keepdim=True) / n.clamp_min(1)
+    ds, dl = torch.where(ok, s - mean_s, 0.0), torch.where(ok, logw - mean_l, 0.0)
+    num, den = (ds * dl).sum(-1), (ds * ds).sum(-1)
+    good = (n.squeeze(-1) >= 2) & (den > 1e-12)
+    return (num[good] / den[good]).flatten()
+
+
+def _fit_mask(s: torch.Tensor, theirs: torch.Tensor, future: torch.Tensor, additive: bool) -> torch.Tensor:
+    """The mask constant m from pairs (future j, allowed k) of one row with both weights positive:
+    additive: log w_j - log w_k = s_j + m - s_k; fill: log w_j - log w_k = m - s_k."""
+    pos = (theirs > 0) & torch.isfinite(theirs)
+    logw = theirs.clamp_min(1e-300).log()
+    estimates = []
+    for b, i in zip(*torch.nonzero((pos & ~future).any(-1) & (pos & future).any(-1), as_tuple=True), strict=True):
+        k = int(torch.nonzero(pos[b, i] & ~future[i])[0])
+        js = torch.nonzero(pos[b, i] & future[i]).flatten()
+        base = logw[b, i, js] - logw[b, i, k] + s[b, i, k]
+        estimates.append(base - s[b, i, js] if additive else base)
+    return torch.cat(estimates) if estimates else torch.empty(0, dtype=s.dtype)
+
+
+def forward(
+    X: torch.Tensor,
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    W_V: torch.Tensor,
+    causal: bool,
+    combo: Combo,
+    fit: Fit,
+    theirs: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The reference head with ``combo`` applied; None when a fitted constant cannot be fitted.
+
+    ``theirs`` (the head's own weights on the same input) is read only to fit constants and, for
+    dropout, the pattern of dropped entries (the RNG is not replayed: the kept entries must be scaled
+    by one common 1/(1 - p) and the rest must be exactly what the mutated head computes).
+    """
+    T, d, d_k = X.shape[1], X.shape[-1], W_Q.shape[1]
+    proj, scale_m, mask_m = _pick(combo, "projections"), _pick(combo, "scale"), _pick(combo, "mask")
+    smax = _pick(combo, "softmax")
+    if theirs is not None and proj == "weights_transposed":
+        theirs = theirs.transpose(-2, -1)
+    q = X @ W_Q  # (B, T, d_k)
+    k = X @ (W_Q if proj == "keys_from_query_projection" else W_K)  # (B, T, d_k)
+    v = X if proj == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
+    raw = k @ q.transpose(-2, -1) if proj == "scores_transposed" else q @ k.transpose(-2, -1)  # (B, T, T)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T), j > i
+    masking = (causal or mask_m == "causal_flag_ignored") and mask_m != "no_mask"
+    axis = {"softmax_wrong_axis": -2, "softmax_over_batch": 0}.get(smax or "", -1)
+    scales = {"no_scaling": 1.0, "scale_by_dk": 1 / d_k, "scale_by_sqrt_d_model": d**-0.5, "scale_by_sqrt_T": T**-0.5}
+    if scale_m == "scale_constant":
+        if theirs is None:
+            return None
+        allowed = ~future if masking else torch.ones_like(future)
+        c = fit.get("scale", _fit_scale(raw, theirs, allowed, axis))
+        if c is None or any(math.isclose(c, x, rel_tol=1e-6) for x in (d_k**-0.5, *scales.values())):
+            return None  # the right scale, or one the named mutations already describe
+        scale = c
+    else:
+        scale = scales.get(scale_m or "", d_k**-0.5)
+    s = raw * scale  # (B, T, T)
+    if masking:
+        s = _mask_scores(s, mask_m, future, fit, theirs)
+        if s is None:
+            return None
+    if _pick(combo, "dtype"):
+        s = s.float()
+    if smax == "unstable_softmax":
+        e = torch.exp(s)
+        w = e / e.sum(-1, keepdim=True)
+    else:
+        w = torch.softmax(s, dim=axis)
+    w = w.to(X.dtype)  # (B, T, T)
+    if masking and mask_m in ("mask_after_softmax_no_renorm", "mask_after_softmax_renorm"):
+        w = w.masked_fill(future, 0.0)
+        if mask_m == "mask_after_softmax_renorm":
+            w = w / w.sum(-1, keepdim=True)
+    if _pick(combo, "randomness"):
+        if theirs is None:
+            return None
+        kept = (theirs != 0) & (w != 0) & torch.isfinite(theirs)
+        p = fit.get("p", 1 - w[kept] / theirs[kept])
+        if p is None or not 0 < p < 1:
+            return None
+        w = torch.where(theirs == 0, torch.zeros_like(w), w / (1 - p))
+    out = w @ v  # (B, T, T) x (B, T, d_v) -> (B, T, d_v)
+    return out, (w.transpose(-2, -1) if proj == "weights_transposed" else w)
+
+
+def _mask_scores(
+    s: torch.Tensor, mask_m: str | None, future: torch.Tensor, fit: Fit, theirs: torch.Tensor | None
+) -> torch.Tensor | None:
+    """The scores after the (possibly mutated) causal mask, before the softmax."""
+    if mask_m in (None, "causal_flag_ignored"):
+        return s.masked_fill(future, float("-inf"))
+    if mask_m == "mask_transposed":
+        return s.masked_fill(future.T, float("-inf"))  # keeps j >= i
+    if mask_m == "mask_excludes_diagonal":
+        return s.masked_fill(torch.ones_like(future).triu(), -1e9)  # j >= i: row 0 has no key left
+    if mask_m == "mask_leaks_by_one":
+        return s.masked_fill(future.triu(2), float("-inf"))
+    if mask_m == "mask_inverted":
+        return s.masked_fill(~future, float("-inf"))  # keeps only j > i
+    if mask_m == "mask_value_derived":
+        return s.masked_fill(s.tril() == 0, -1e9)  # "masked" wherever the lower-triangular copy is 0
+    if mask_m in ("weak_mask_constant", "weak_mask_fill"):
+        if theirs is None:
+            return None
+        additive = mask_m == "weak_mask_constant"
+        m = fit.get("mask", _fit_mask(s, theirs, future, additive))
+        if m is None:
+            m = -1e300 if additive else float("-inf")  # not yet seen: only exact zeros so far
+        return s + m * future if additive else s.masked_fill(future, m)
+    return s  # after-softmax masks act later

@@ -1,0 +1,137 @@
+"""Titles, hints and citations of causes, and which checks each mutation breaks.
+
+Mutations that are also chaffs of the bug library take the catalog's title, hint and citation; the
+others are named here, in the project's own words, citing lecture results by number. :func:`violates`
+lists the checks a mutation breaks (what it ``explains``, once intersected with the checks that failed):
+a chaff's catalog entry, pinned on the real checks by the library tests, or a static entry for the
+mutations that are not chaffs. :data:`RULED_OUT_BY` lists the checks that, when they pass, rule a
+mutation out (this prunes the search; a wrong entry costs a diagnosis, never a wrong one).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+from grader.diagnosis._mutations import FITTED
+from grader.library import known_heads
+from grader.models import Diagnosis
+
+ORACLES = ("reference_match", "fused_kernel")
+_MASK = ("causal_mask", "convex_hull", "future_perturbation", "gradient_blocks")
+_SCALE = (*ORACLES, "score_scaling")
+
+# The mutations that are not chaffs of the library; a chaff's own entry is its catalog's caught_by, which
+# the library tests pin on the real checks (see :func:`violates`).
+_OWN_VIOLATES: dict[str, tuple[str, ...]] = {
+    "scale_by_sqrt_T": _SCALE,
+    "scale_constant": _SCALE,
+    "mask_inverted": (*ORACLES, *_MASK, "row_stochastic", "numerical_stability"),
+    "mask_value_derived": (*ORACLES, *_MASK, "numerical_stability"),
+    # A constant too weak for ordinary scores leaks there (the mask checks); one too weak only for huge
+    # scores, or not representable in half precision, fails numerical_stability alone.
+    "weak_mask_constant": (*ORACLES, *_MASK, "numerical_stability"),
+    "weak_mask_fill": (*ORACLES, *_MASK, "numerical_stability"),
+}
+
+
+def violates(mid: str) -> tuple[str, ...]:
+    """The checks whose property mutation ``mid`` breaks (the failing ones among them it explains)."""
+    if mid in _OWN_VIOLATES:
+        return _OWN_VIOLATES[mid]
+    chaff = next((c for c in known_heads("chaff") if c.id == mid), None)
+    return chaff.caught_by if chaff else ()
+
+
+_LEAKS = ("causal_mask", "future_perturbation")
+# Checks that, when they pass, rule a mutation out: each must fail on every head with that mutation. (A
+# weak mask constant fails either the mask checks or numerical_stability, so no single check rules it out.)
+RULED_OUT_BY: dict[str, tuple[str, ...]] = {
+    **{
+        m: ("score_scaling",)
+        for m in ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant")
+    },
+    **{m: _LEAKS for m in ("no_mask", "mask_transposed", "mask_leaks_by_one", "mask_value_derived")},
+    "mask_excludes_diagonal": ("causal_mask",),
+    "mask_inverted": _LEAKS,
+    "mask_after_softmax_no_renorm": ("row_stochastic",),
+    "causal_flag_ignored": ("permutation_equivariance",),
+    "softmax_wrong_axis": ("row_stochastic",),
+    "softmax_over_batch": ("row_stochastic", "batch_independence"),
+    "unstable_softmax": ("numerical_stability",),
+    "mask_after_softmax_renorm": ("numerical_stability",),
+    "dropout_left_on": ("determinism",),
+}
+
+# (title, hint, cites) of the mutations that are not chaffs of the library
+OWN: dict[str, tuple[str, str, str]] = {
+    "scale_by_sqrt_T": (
+        "Scores divided by sqrt(T), the sequence length, instead of sqrt(d_k)",
+        "Your scale changes with the number of tokens. Lemma 5.5 fixes it by the width of the query and key "
+        "vectors: divide Q K^T by sqrt(d_k) = sqrt(W_Q.shape[1]), whatever T is.",
+        "Lemma 5.5",
+    ),
+    "mask_inverted": (
+        "Mask inverted: the past is hidden and the future kept",
+        "Your mask hides keys j <= i and keeps j > i, the opposite of the causal mask (the last row then has "
+        "no key left). Mask exactly the strict upper triangle, j > i (Definition 4.1).",
+        "Definition 4.1",
+    ),
+    "mask_value_derived": (
+        "Mask built from score values (scores == 0 treated as masked)",
+        "Your mask is decided by the values of the scores (e.g. tril(scores) == 0), so a score that happens to "
+        "be 0 (a zero token row) is masked and the future shows through. Build the mask from positions only, "
+        "j > i, independent of the data (Definition 4.1).",
+        "Definition 4.1",
+    ),
+}
+
+
+def _catalog(cid: str) -> tuple[str, str, str] | None:
+    chaff = next((c for c in known_heads("chaff") if c.id == cid), None)
+    return (chaff.title, chaff.hint, chaff.cites) if chaff else None
+
+
+def _fitted(mid: str, value: float) -> tuple[str, str, str]:
+    if mid == "scale_constant":
+        width = 1 / value**2
+        as_width = f" = 1/sqrt({round(width)})" if math.isclose(width, round(width), rel_tol=1e-6) else ""
+        return (
+            f"Scores multiplied by a fixed constant {value:.6g}{as_width}, not 1/sqrt(d_k)",
+            f"Your scale is the same number ({value:.6g}{as_width}) whatever the widths of the projections: a "
+            "hard-coded width. Read d_k from W_Q.shape[1] and divide the scores by sqrt(d_k) (Lemma 5.5).",
+            "Lemma 5.5",
+        )
+    if mid == "dropout_left_on":
+        _, hint, cites = _catalog("dropout_left_on") or ("", "", "Proposition 3.1")
+        return f"Attention dropout (p = {value:.3g}) left on", hint, cites
+    how = "added to" if mid == "weak_mask_constant" else "written into"
+    constant = f"{value:.6g}" if abs(value) >= 1e-6 else "a constant near 0"
+    return (
+        f"Future scores masked with {constant} ({how} the scores) instead of -inf",
+        f"Your mask uses {'the constant ' if abs(value) >= 1e-6 else ''}{constant}, {how} the future scores. That is not negative enough for "
+        "scores of every size (or not negative at all), so future keys get weight. Use masked_fill with "
+        "-inf (or torch.finfo(dtype).min) before the softmax (Definition 4.1, Implementation aside 4.4).",
+        "Implementation aside 4.4",
+    )
+
+
+def mutation_cause(mid: str, fitted: dict[str, float], failed: set[str]) -> Diagnosis:
+    """The cause for mutation ``mid`` (constants named with their fitted value)."""
+    if mid in FITTED and FITTED[mid] in fitted:
+        title, hint, cites = _fitted(mid, fitted[FITTED[mid]])
+    else:
+        title, hint, cites = OWN.get(mid) or _catalog(mid) or (mid.replace("_", " "), "", "")
+    explains = [c for c in violates(mid) if c in failed]
+    return Diagnosis(id=mid, title=title, hint=hint, cites=cites, kind="mutation", explains=sorted(explains))
+
+
+@cache
+def known_cause(cid: str) -> Diagnosis:
+    title, hint, cites = _catalog(cid) or (cid, "", "")
+    return Diagnosis(id=cid, title=title, hint=hint, cites=cites, kind="known")
+
+
+def known_explains(cid: str, failed: set[str]) -> list[str]:
+    chaff = next((c for c in known_heads("chaff") if c.id == cid), None)
+    return sorted(set(chaff.caught_by if chaff else ()) & failed)

@@ -1,0 +1,99 @@
+"""Search for the smallest set of mutations that turns the reference into the head (issue 10, item 7).
+
+This is the error-model idea of Singh, Gulwani and Solar-Lezama (PLDI 2013), run on behaviour instead
+of syntax: combinations of one, two, then three mutations (at most one per slot) are evaluated on the
+probes' inputs and compared with the head's own outputs. The first size with a match wins; several
+matches of that size that disagree on a slot give no guess there. A head that matches the reference
+gets no cause, and a head that matches nothing gets no guess.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from grader.compare import Tolerance
+from grader.diagnosis._known import MATCH, Probe, Seen, _close
+from grader.diagnosis._mutations import FITTED, MUTATIONS, SLOTS, Combo, Fit, forward
+from grader.diagnosis._naming import RULED_OUT_BY
+
+FLOAT32 = Tolerance(rtol=2e-5, atol=1e-7)  # a float32 softmax replayed here: the same rounding, up to order
+MAX_CHANGES = 3
+DEADLINE_S = 3.0  # past this the search gives up (no guess): a safety net, the full search takes about 0.5 s
+
+
+def candidates(passed: set[str]) -> dict[str, list[str]]:
+    """Mutations per slot that no passing check rules out."""
+    return {slot: [m for m in ms if not set(RULED_OUT_BY.get(m, ())) & passed] for slot, ms in MUTATIONS.items()}
+
+
+def combos(allowed: dict[str, list[str]], size: int) -> Iterator[Combo]:
+    for slots in itertools.combinations(SLOTS, size):
+        yield from itertools.product(*(allowed[s] for s in slots))
+
+
+def matches(combo: Combo, probes: Sequence[Probe], theirs: Sequence[Seen]) -> Fit | None:
+    """The fitted constants when the mutated reference reproduces the head on every probe, else None."""
+    fit = Fit()
+    tol = FLOAT32 if "softmax_in_float32" in combo else MATCH
+    for probe, seen in zip(probes, theirs, strict=True):
+        t = probe.tensors
+        causal = bool(probe.options["kwargs"]["causal"]["v"])
+        out_w = forward(t["X"], t["W_Q"], t["W_K"], t["W_V"], causal, combo, fit, seen.values["r1"])
+        if out_w is None:
+            return None
+        if not all(_close(ours, seen.values[k], tol) for ours, k in zip(out_w, ("r0", "r1"), strict=True)):
+            return None
+    if any(FITTED[m] not in fit.values for m in combo if m in FITTED):
+        return None  # a constant never showed itself: the plain reference explains these probes
+    return fit
+
+
+def comparable(theirs: Sequence[Seen] | None) -> list[Seen] | None:
+    """The head's (out, weights) per probe in float64, or None when some probe gave no such pair."""
+    if theirs is None:
+        return None
+    out = []
+    for seen in theirs:
+        values = {k: seen.values.get(k) for k in ("r0", "r1")}
+        if seen.error or any(v is None or not v.dtype.is_floating_point for v in values.values()):
+            return None
+        out.append(Seen(values={k: v.double() for k, v in values.items() if v is not None}))
+    return out
+
+
+def search(probes: Sequence[Probe], theirs: Sequence[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:
+    """The smallest combination of mutations that reproduces the head exactly, with its constants."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: one thread is ten times faster than several contending
+    try:
+        return _search(probes, theirs, candidates(passed), time.perf_counter() + DEADLINE_S)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _search(
+    probes: Sequence[Probe], theirs: Sequence[Seen], allowed: dict[str, list[str]], deadline: float
+) -> tuple[Combo, dict[str, float]] | None:
+    for size in range(1, MAX_CHANGES + 1):
+        found = []
+        for combo in combos(allowed, size):
+            if time.perf_counter() > deadline:
+                return None
+            fit = matches(combo, probes, theirs)
+            if fit is not None:
+                found.append((combo, fit.values))
+        if len(found) == 1:
+            return found[0]
+        if found:  # ties: keep only what every match agrees on (never a guess between them)
+            common = set.intersection(*(set(c) for c, _ in found))
+            combo = tuple(m for m in found[0][0] if m in common)
+            return (combo, found[0][1]) if combo else None
+    return None
+
+
+def reference_matches(probes: Sequence[Probe], theirs: Sequence[Seen]) -> bool:
+    return matches((), probes, theirs) is not None
