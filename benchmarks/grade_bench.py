@@ -1,16 +1,23 @@
-"""Cold `grade` of a correct head versus a plain one-process script doing the same checks.
+"""Cold `grade` against what a user would otherwise run, side by side (issue 11's table).
 
-    python benchmarks/grade_bench.py [--repeat 3]
+    python benchmarks/grade_bench.py [--runs 5] [--head reference/attention_head.py]
 
-The baseline imports torch and the head in one process and runs every check function on it directly
-(no worker, no isolation, no report): what a hand-written property script costs. The grader's goal is
-a cold `grade` (fresh interpreter, zygote started, every check through the sandboxed worker) within
-1.5x of it. Writing the report (visualisations and HTML) is timed separately.
+Four whole processes, run in alternation (so background load hits them alike), medians of ``--runs``:
+
+- the plain property script (benchmarks/plain_properties.py: one process, the head imported directly,
+  about 18 hand-written checks on one seeded case each),
+- a cold ``grade HEAD --json r.json`` (every check in the sandboxed worker, JSON and the HTML report),
+- ``python -c "import torch"``,
+- a cold ``grade HEAD --only interface``.
+
+Goals: the full grade within 1.5x of the plain script, ``--only`` within 1.2x of importing torch, and
+peak proportional memory (PSS) of the whole grade process tree at or under 768 MiB.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -18,72 +25,60 @@ import tempfile
 import time
 from pathlib import Path
 
+from batch_bench import TreeSampler  # the same sampler as the batch benchmark (run from this folder)
+
 REPO = Path(__file__).resolve().parent.parent
-
-# The baseline: the same check functions, but the "sandbox" calls the head in this very process.
-BASELINE = r"""
-import importlib.util, sys, time
-sys.path.insert(0, {repo!r})
-import torch
-from grader.sandbox import _ops, _wire
-from grader.checks import CHECKS, Ctx
-from grader.head import Head
-from grader.library import load_reference
-from grader.rubric import load_rubric
-
-class Reply:
-    def __init__(self, status, header, tensors, message=""):
-        self.status, self.header, self.tensors, self.message = status, header, tensors, message
-
-class InProcess:
-    def __init__(self, path):
-        spec = importlib.util.spec_from_file_location("attention_head", path)
-        self.module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(self.module)
-    def request(self, op, params, tensors, *, timeout_s=None):
-        header, out = _ops.dispatch(self.module, op, params, {{k: v.clone() for k, v in tensors.items()}})
-        return Reply("ok", header, out)
-
-rubric = load_rubric()
-head = Head(InProcess({head!r}), rubric.entry_points)
-ref = load_reference()
-source = open({head!r}).read()
-for cid, rc in rubric.checks.items():
-    if rc.enabled and cid != "student_tests":
-        CHECKS[cid].fn(Ctx(head, ref, rubric, rubric.seed, cid, source))
-"""
+MIB = 1 << 20
 
 
-def timed(cmd: list[str]) -> float:
+def run(cmd: list[str], *, sample: bool = False) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (the process and the descendants it reaped) and peak tree PSS (bytes)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sampler = TreeSampler(proc.pid, period=0.05) if sample else None
+    code = proc.wait()
+    wall = time.perf_counter() - t0
+    if sampler is not None:
+        sampler.stop()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited with {code}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, sampler.peak_pss if sampler else 0
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--head", type=Path, default=REPO / "reference" / "attention_head.py")
     args = ap.parse_args()
-    head = REPO / "reference" / "attention_head.py"
+    head = str(args.head.resolve())
+    grade = [sys.executable, "-m", "grader"]
     with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "baseline.py"
-        script.write_text(BASELINE.format(repo=str(REPO), head=str(head)))
-        plain = [timed([sys.executable, str(script)]) for _ in range(args.repeat)]
-        cold = [timed([sys.executable, "-m", "grader", str(head), "--quiet"]) for _ in range(args.repeat)]
-        report = Path(tmp) / "r.json"
-        with_report = [
-            timed([sys.executable, "-m", "grader", str(head), "--json", str(report), "--quiet"])
-            for _ in range(args.repeat)
-        ]
-    p, c = statistics.median(plain), statistics.median(cold)
-    rows = (
-        ("plain one-process property script", plain),
-        ("cold `grade` (sandboxed checks)", cold),
-        ("cold `grade --json` (+ HTML report)", with_report),
-    )
-    for name, runs in rows:
-        print(f"{name:36s}: {statistics.median(runs):6.2f} s (runs: {', '.join(f'{x:.2f}' for x in runs)})")
-    print(f"{'ratio, sandboxed checks / plain':36s}: {c / p:6.2f}x  (goal <= 1.5x)")
+        commands = {
+            "plain property script": [sys.executable, str(REPO / "benchmarks" / "plain_properties.py"), head],
+            "grade HEAD --json r.json (+ HTML)": [*grade, head, "--json", str(Path(tmp) / "r.json")],
+            'python -c "import torch"': [sys.executable, "-c", "import torch"],
+            "grade HEAD --only interface": [*grade, head, "--only", "interface"],
+        }
+        results: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+        for _ in range(args.runs):
+            for name, cmd in commands.items():
+                results[name].append(run(cmd, sample=name.startswith("grade HEAD --json")))
+    med = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for name, rs in results.items()}  # noqa: E501
+    names = list(commands)
+    base = {names[1]: names[0], names[3]: names[2]}
+    print("| command | wall | CPU | runs (wall) |\n|---|---|---|---|")
+    for name in names:
+        wall, cpu = med[name]
+        ratio = f" ({wall / med[base[name]][0]:.2f}x)" if name in base else ""
+        runs = ", ".join(f"{r[0]:.2f}" for r in results[name])
+        print(f"| {name} | {wall:.2f} s{ratio} | {cpu:.2f} s | {runs} |")
+    peak = max(r[2] for r in results[names[1]])
+    print(f"\nfull grade / plain script: {med[names[1]][0] / med[names[0]][0]:.2f}x (goal <= 1.5x)")
+    print(f"--only / import torch:     {med[names[3]][0] / med[names[2]][0]:.2f}x (goal <= 1.2x)")
+    print(f"peak PSS of the full grade's process tree: {peak / MIB:.0f} MiB (goal <= 768 MiB)")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,25 @@
 Data flow: submission -> isolated worker -> checks -> verdicts -> score -> report / exports.
 """
 
-from grader.models import CheckResult, GradeResult
-from grader.rubric import Rubric, load_rubric
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.models import CheckResult, GradeResult
+    from grader.rubric import Rubric, load_rubric
 
 __version__ = "0.1.0"
+
+# Resolved on first use: `grade` starts its sandbox before pydantic is imported (startup is on every run).
+_EXPORTS = {"CheckResult": "models", "GradeResult": "models", "Rubric": "rubric", "load_rubric": "rubric"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'grader' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"grader.{_EXPORTS[name]}"), name)
 
 
 def grade(*args, **kwargs):  # type: ignore[no-untyped-def]

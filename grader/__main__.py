@@ -1,5 +1,3 @@
-import sys
+from grader.cli import run
 
-from grader.cli import main
-
-sys.exit(main())
+run()

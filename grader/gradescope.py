@@ -453,7 +453,7 @@ def _pyproject(files: list[tuple[str, Path]]) -> str:
         f"dependencies = [{', '.join(quote(d) for d in _dependencies())}]",
         "",
         "[project.scripts]",
-        'grade = "grader.cli:main"',
+        'grade = "grader.cli:run"',
         "",
         "[tool.setuptools]",
         f"packages = [{', '.join(quote(p.replace('/', '.')) for p in packages)}]",

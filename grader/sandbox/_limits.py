@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from grader.sandbox._uids import DEFAULT_UID_BASE
+
 
 class FunctionBudgetShare(BaseModel):
     """Each contract function's share of ``per_submission_timeout_s``, as a fraction of it.
@@ -96,7 +98,7 @@ class SandboxLimits(BaseModel):
         description="Allow network access; false blocks inet sockets where the platform allows it.",
     )
     sandbox_uid_base: int = Field(
-        default=64000,
+        default=DEFAULT_UID_BASE,
         ge=1000,
         le=2**31 - 65536,
         description="As root, slot k runs as uid base+k or the next free uid (no passwd entry needed).",

@@ -138,13 +138,16 @@ def op_attrs(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
     return {"found": found}, {}
 
 
-def _seed_all(seed: int) -> None:
+def _seed_all(seed: int, device: str = "cpu") -> None:
     """Seed every global generator a head may draw from (torch, numpy, ``random``), so that a head with
     randomness left in (dropout) draws the same numbers on both calls of a paired comparison."""
     import random
     import sys
 
-    torch.manual_seed(seed)
+    if device == "cpu":
+        torch.default_generator.manual_seed(seed)  # torch.manual_seed also seeds lazy accelerators: 0.4 ms
+    else:
+        torch.manual_seed(seed)
     random.seed(seed)
     np = sys.modules.get("numpy")
     if np is not None:
@@ -166,7 +169,7 @@ def op_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Heade
     args = [_arg(s, inputs) for s in params.get("args", [])]
     kwargs = {k: _arg(s, inputs) for k, s in params.get("kwargs", {}).items()}
     if params.get("seed") is not None:
-        _seed_all(int(params["seed"]))
+        _seed_all(int(params["seed"]), params.get("device", "cpu"))
     seen: list[str] = []
     times: list[float] = []
     grad_ctx = torch.no_grad() if params.get("no_grad") else contextlib.nullcontext()

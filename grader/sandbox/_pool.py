@@ -9,9 +9,8 @@ import sys
 import threading
 from types import TracebackType
 
-from grader.sandbox._limits import SandboxLimits
 from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported
-from grader.sandbox._uids import lease_uid
+from grader.sandbox._uids import DEFAULT_UID_BASE, lease_uid
 
 
 class WorkerPool:
@@ -29,7 +28,7 @@ class WorkerPool:
     ) -> None:
         if slots < 1:
             raise ValueError(f"a pool needs at least one slot, got slots={slots}")
-        base = SandboxLimits().sandbox_uid_base if uid_base is None else uid_base
+        base = DEFAULT_UID_BASE if uid_base is None else uid_base
         self.grader_non_dumpable = _forbid_reading_our_memory()
         self.mode = "fork" if (fork_supported() if fork is None else fork) else "spawn"
         self._slots: list[Slot] = []

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 _SPAN = 4096  # how many uids above the base a machine may lease at once
+DEFAULT_UID_BASE = 64000  # limits.sandbox_uid_base unless the rubric says otherwise
 
 
 @dataclass
