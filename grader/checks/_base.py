@@ -15,7 +15,7 @@ from typing import Literal
 
 import torch
 
-from grader.head import Head, StudentFailure
+from grader.head import Head, HeadCall, StudentFailure
 from grader.inputs import FAMILIES, Case, Shape, check_seed, make_case
 from grader.models import Counterexample, Heatmap
 from grader.rubric import Rubric
@@ -183,6 +183,17 @@ class CaseOutcome:
     counterexample: Counterexample | None = None
     heatmaps: list[Heatmap] = field(default_factory=list)
     failure: StudentFailure | None = None  # the head did not answer this case
+
+
+def case_call(ctx: Ctx, case: Case, causal: bool, label: str) -> tuple[CaseOutcome, HeadCall | None]:
+    """The head on one case of a check with partial credit: the case's outcome record, and the call
+    (None when the head did not answer; the failure is then recorded in the outcome)."""
+    outcome = CaseOutcome(label, counterexample=case.counterexample(ctx.base_seed, causal=causal))
+    try:
+        return outcome, ctx.head.attention(case, causal=causal)
+    except StudentFailure as exc:
+        outcome.failure = exc
+        return outcome, None
 
 
 def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verdict:

@@ -9,6 +9,7 @@ from grader.checks._base import (
     Ctx,
     Verdict,
     by_case,
+    case_call,
     check,
     failed,
     heatmaps_for,
@@ -111,12 +112,8 @@ def reference_match(ctx: Ctx) -> Verdict:
 
 
 def _reference_case(ctx: Ctx, case: Case, causal: bool, tol: Tolerance) -> CaseOutcome:
-    label = f"{'causal' if causal else 'unmasked'} T={case.shape.T}"
-    outcome = CaseOutcome(label, counterexample=case.counterexample(ctx.base_seed, causal=causal))
-    try:
-        call = ctx.head.attention(case, causal=causal)
-    except StudentFailure as exc:
-        outcome.failure = exc
+    outcome, call = case_call(ctx, case, causal, f"{'causal' if causal else 'unmasked'} T={case.shape.T}")
+    if call is None:
         return outcome
     out, w = ref_attention(ctx.ref, case, causal)
     for what, got, exp in (("weights", call.weights, w), ("out", call.out, out)):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from grader.checks._base import CaseOutcome, Ctx, Verdict, by_case, check, failed, heatmaps_for, passed
+from grader.checks._base import CaseOutcome, Ctx, Verdict, by_case, case_call, check, failed, heatmaps_for, passed
 from grader.compare import TOLERANCES, dtype_name, mismatch
 from grader.head import StudentFailure
 from grader.inputs import FAMILIES, Case
@@ -50,11 +50,8 @@ def fused_kernel(ctx: Ctx) -> Verdict:
 def _fused_case(ctx: Ctx, case: Case, causal: bool) -> CaseOutcome:
     dtype = case.X.dtype
     label = f"{dtype_name(dtype)} {'causal' if causal else 'unmasked'} T={case.shape.T}"
-    outcome = CaseOutcome(label, counterexample=case.counterexample(ctx.base_seed, causal=causal))
-    try:
-        call = ctx.head.attention(case, causal=causal)
-    except StudentFailure as exc:
-        outcome.failure = exc
+    outcome, call = case_call(ctx, case, causal, label)
+    if call is None:
         return outcome
     tol = TOLERANCES[ctx.working_dtype(dtype)]  # float32 arithmetic is charged once, by reference_match
     bad = mismatch(call.out, sdpa_reference(case, causal), tol, f"out vs SDPA (causal={causal})")
