@@ -62,7 +62,16 @@ def call_size(function: str, params: dict[str, Any], tensors: dict[str, torch.Te
 
 
 def _tensor_size(tensors: dict[str, torch.Tensor], values: list[Any]) -> CallSize | None:
-    """X (B, T, d) with W_Q, W_V; or Q, K, V (B, T, d_k) with a block size."""
+    """X (B, T, d) with W_Q, W_V; or Q, K, V (B, T, d_k) with a block size. Several input sets in one
+    request (names ``<k>:X``): the largest of them."""
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        prefix, _, bare = name.rpartition(":")
+        groups.setdefault(prefix, {})[bare] = t
+    if len(groups) > 1 or "" not in groups:
+        sizes = [_tensor_size(group, values) for group in groups.values()]
+        known = [size for size in sizes if size is not None]
+        return max(known, key=lambda size: size.key) if len(known) == len(sizes) and known else None
     main = tensors.get("X", tensors.get("Q"))
     if main is None or main.dim() != 3:
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -104,6 +105,8 @@ def grade_main(argv: list[str]) -> int:
         from grader.runner import grade
 
         report = args.html is not None or args.json is not None  # the visualisations are for the report
+        if report:
+            threading.Thread(target=_prepare_report, name="report-warmup", daemon=True).start()
         try:
             result = grade(
                 args.submission,
@@ -123,6 +126,14 @@ def grade_main(argv: list[str]) -> int:
     if args.fail_under is not None and result.percent < args.fail_under:
         return 1
     return 0
+
+
+def _prepare_report() -> None:
+    """Import the report's modules and compile its template while the checks run (this process mostly
+    waits for the worker then): about 0.05 s less after grading."""
+    from grader.report.html import jinja_environment
+
+    jinja_environment().get_template("report.html.j2")
 
 
 def _write_outputs(

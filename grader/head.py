@@ -227,14 +227,7 @@ class Head:
         options.update(return_inputs=return_inputs, trace=trace or [], no_grad=no_grad)
         args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
         reply = self._call(fn, args, tensors, **options)
-        out, weights = self._items(reply, fn, 2)
-        s = case.shape
-        self._expect(out, (s.B, s.T, s.d_v), None, "out", "(B, T, d_v)")
-        self._expect(weights, (s.B, s.T, s.T), None, "weights", "(B, T, T)")
-        returned = (out.dtype, weights.dtype)
-        out, weights = (_as_dtype(t, case.X.dtype, what) for t, what in ((out, "out"), (weights, "weights")))
-        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
-        call.returned_dtypes = returned
+        call = self._head_call(reply, case)
         if upstream is not None:
             grads = reply.header["grads"]
             if "problem" in grads:
@@ -249,6 +242,37 @@ class Head:
                 raise StudentFailure("failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}")
             call.jacobian = reply.tensors["jac"]
         call.inputs_after = {k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")}
+        return call
+
+    def attention_each(self, cases: list[Case], *, causal: bool = True) -> list[HeadCall]:
+        """``attention(case, causal=causal)`` for every case, in one request: the worker makes the calls one
+        after another, each after the same seeding, so this is exactly the list of single calls."""
+        fn = "causal_self_attention"
+        tensors = {f"{k}:{name}": t for k, case in enumerate(cases) for name, t in case.tensors().items()}
+        options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "seed": self.rng_seed, "count": len(cases)}
+        args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
+        actual = self.require(fn)
+        reply = self._request("call_each", {"fn": actual, "args": args, **options}, tensors, fn=fn)
+        each = reply.header.get("each")
+        if not isinstance(each, list) or len(each) != len(cases):
+            raise StudentFailure("error", "the worker answered a batch of calls with the wrong number of results")
+        calls = []
+        for k, (header, case) in enumerate(zip(each, cases, strict=True)):
+            mine = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
+            calls.append(self._head_call(Reply("ok", header, mine), case))
+        return calls
+
+    def _head_call(self, reply: Reply, case: Case) -> HeadCall:
+        """The validated (out, weights) of one call on ``case``, cast to the input dtype."""
+        fn = "causal_self_attention"
+        out, weights = self._items(reply, fn, 2)
+        s = case.shape
+        self._expect(out, (s.B, s.T, s.d_v), None, "out", "(B, T, d_v)")
+        self._expect(weights, (s.B, s.T, s.T), None, "weights", "(B, T, T)")
+        returned = (out.dtype, weights.dtype)
+        out, weights = (_as_dtype(t, case.X.dtype, what) for t, what in ((out, "out"), (weights, "weights")))
+        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
+        call.returned_dtypes = returned
         return call
 
     def traced_calls(self, case: Case, names: list[str]) -> list[str]:

@@ -33,44 +33,52 @@ def future_perturbation(ctx: Ctx) -> Verdict:
     for dtype in (torch.float64, torch.float32):
         cases = [*(simple if dtype == torch.float64 else []), *ctx.cases(FAMILIES[1:], dtype=dtype)]
         for case in cases:
-            base = ctx.head.attention(case)
-            for t in range(1, case.shape.T):
-                for magnitude in MAGNITUDES[: 1 if "simple" in dict(case.params) else None]:
-                    moved = _perturb_future(case, t, magnitude, ctx.seed(t))
-                    call = ctx.head.attention(moved)
-                    for what in ("out", "weights"):
-                        a, b = getattr(base, what)[:, :t], getattr(call, what)[:, :t]
-                        if same_bits(a, b):
-                            continue
-                        diff = (a.double() - b.double()).abs().nan_to_num(float("inf"))
-                        bb, i = (int(v) for v in (diff.amax(-1) == diff.max()).nonzero()[0])
-                        lines = [
-                            "Changing only future tokens changed an earlier output (Proposition 4.3).",
-                            f"Perturbed X[:, {t}:] (magnitude {magnitude:g}); {what}[{bb}, {i}] changed by "
-                            f"{fmt(float(diff.max()))} (0 allowed): row {i} may depend only on X[:, :{i + 1}].",
-                        ]
-                        leak = call.weights[bb, i, i + 1 :]
-                        if leak.numel() and bool((leak != 0).any()):
-                            j = i + 1 + int((leak != 0).nonzero()[0])
-                            lines.append(
-                                f"Your weights[{bb}, {i}, {j}] = {fmt(float(call.weights[bb, i, j]))}, but row {i} "
-                                f"may only attend to columns 0..{i}."
-                            )
-                        else:
-                            lines.append(
-                                "The weights above the diagonal are zero, so the leak is elsewhere: check "
-                                "anything computed across positions (means, cumulative sums, normalisation "
-                                "over the whole sequence, or renormalising after the softmax)."
-                            )
+            magnitudes = MAGNITUDES[: 1 if "simple" in dict(case.params) else None]
+            moves = [(t, m) for t in range(1, case.shape.T) for m in magnitudes]
+            moved = [_perturb_future(case, t, m, ctx.seed(t)) for t, m in moves]
+            base, *calls = ctx.head.attention_each([case, *moved])  # one request, each call seeded alike
+            for (t, magnitude), after, call in zip(moves, moved, calls, strict=True):
+                for what in ("out", "weights"):
+                    a, b = getattr(base, what)[:, :t], getattr(call, what)[:, :t]
+                    if not same_bits(a, b):
+                        text, bb = _future_leak(a, b, call, what, t, magnitude)
                         return failed(
-                            "\n".join(lines),
+                            text,
                             counterexample=case.counterexample(ctx.base_seed, perturbed_from=t, magnitude=magnitude),
-                            heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, moved)[1], batch=bb),
+                            heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, after)[1], batch=bb),
                         )
     return passed(
         "Earlier outputs are bitwise unchanged by future perturbations "
         "(simple and random inputs, magnitudes 1 and 1e3)."
     )
+
+
+def _future_leak(
+    a: torch.Tensor, b: torch.Tensor, call: HeadCall, what: str, t: int, magnitude: float
+) -> tuple[str, int]:
+    """Where changing X[:, t:] moved an earlier row (``a`` before, ``b`` after), the likely reason, and
+    the batch element to draw."""
+    diff = (a.double() - b.double()).abs().nan_to_num(float("inf"))
+    bb, i = (int(v) for v in (diff.amax(-1) == diff.max()).nonzero()[0])
+    lines = [
+        "Changing only future tokens changed an earlier output (Proposition 4.3).",
+        f"Perturbed X[:, {t}:] (magnitude {magnitude:g}); {what}[{bb}, {i}] changed by "
+        f"{fmt(float(diff.max()))} (0 allowed): row {i} may depend only on X[:, :{i + 1}].",
+    ]
+    leak = call.weights[bb, i, i + 1 :]
+    if leak.numel() and bool((leak != 0).any()):
+        j = i + 1 + int((leak != 0).nonzero()[0])
+        lines.append(
+            f"Your weights[{bb}, {i}, {j}] = {fmt(float(call.weights[bb, i, j]))}, but row {i} "
+            f"may only attend to columns 0..{i}."
+        )
+    else:
+        lines.append(
+            "The weights above the diagonal are zero, so the leak is elsewhere: check anything computed "
+            "across positions (means, cumulative sums, normalisation over the whole sequence, or "
+            "renormalising after the softmax)."
+        )
+    return "\n".join(lines), bb
 
 
 @check(

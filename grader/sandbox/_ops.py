@@ -158,8 +158,9 @@ def op_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Heade
     """Call ``module.<fn>(*args, **kwargs)``, optionally timing, tracing and differentiating it.
 
     Options (all optional): ``seed`` (seed torch, numpy and ``random`` just before the call),
-    ``repeat`` (call n times, report each wall time), ``no_grad``, ``trace`` (dotted names whose calls are recorded), ``return_inputs`` (ship the input tensors back
-    after the call, to detect mutation), ``grad`` (``{"wrt": [...], "upstream": {"0": name, ...}}``:
+    ``repeat`` (call n times, report each wall time), ``no_grad``, ``trace`` (dotted names whose calls
+    are recorded), ``return_inputs`` (ship the input tensors back after the call, to detect mutation),
+    ``grad`` (``{"wrt": [...], "upstream": {"0": name, ...}}``:
     gradients of sum_i <output_i, upstream_i> w.r.t. the named inputs) and ``jacobian_rows``
     (``{"wrt": name, "output": 0, "upstream": name}``: for every (b, i), the gradient of
     <out[b, i], u[b, i]> w.r.t. the input, stacked into a (B, T, *input.shape) tensor).
@@ -256,9 +257,23 @@ def op_kv_cache(module: ModuleType, params: Header, tensors: Tensors) -> tuple[H
     return header, out
 
 
+def op_call_each(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """``call`` once per input set, in order: tensors named ``<k>:<name>`` for k < ``count``, the same
+    options (seed included) for every call. Saves a round trip per call; the replies are the same."""
+    headers: list[Header] = []
+    out: Tensors = {}
+    for k in range(int(params["count"])):
+        mine = {name.split(":", 1)[1]: t for name, t in tensors.items() if name.startswith(f"{k}:")}
+        header, result = op_call(module, params, mine)
+        headers.append(header)
+        out.update({f"{k}:{name}": t for name, t in result.items()})
+    return {"each": headers}, out
+
+
 _OPS: dict[str, Callable[[ModuleType, Header, Tensors], tuple[Header, Tensors]]] = {
     "attrs": op_attrs,
     "call": op_call,
+    "call_each": op_call_each,
     "kv_cache": op_kv_cache,
 }
 
