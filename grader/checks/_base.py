@@ -211,7 +211,7 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
     text = first.problem if first.failure is None else f"Your code did not complete this case: {first.failure.message}"
     failing = ", ".join(o.label for o in bad[:6]) + (", ..." if len(bad) > 6 else "")
     return failed(
-        f"{what}: {n_ok} of {len(outcomes)} cases agree (partial credit); failing: {failing}.\n"
+        f"{what}: {n_ok} of {len(outcomes)} cases agree{' (partial credit)' if n_ok else ''}; failing: {failing}.\n"
         f"First failing case, {first.label}: {text}",
         counterexample=first.counterexample,
         heatmaps=first.heatmaps,
