@@ -50,7 +50,7 @@ class Counterexample(_Strict):
         return f"{', '.join(parts)} ({self.dtype}, seed {self.seed})"
 
 
-CauseKind = Literal["mutation", "known", "crash"]
+CauseKind = Literal["mutation", "known", "crash", "contract"]
 
 
 class Diagnosis(_Strict):
@@ -64,7 +64,8 @@ class Diagnosis(_Strict):
         default="known",
         description="'mutation': one change of the correct head that, with the other causes, reproduces the head "
         "exactly; 'known': a known bug of another contract function matched on every probe; 'crash': the same "
-        "student failure stopped several checks.",
+        "student failure stopped several checks; 'contract': a breach of the calling contract (output dtype, "
+        "no autograd graph) seen directly.",
     )
     explains: list[str] = Field(default_factory=list, description="Ids of the failing checks this cause explains.")
     detail: str | None = Field(default=None, description="Full text of a crash, shown once for every check it stopped.")

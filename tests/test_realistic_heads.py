@@ -36,6 +36,7 @@ CAUSES = {
     "mask_after_softmax_renorm", "weak_mask_constant", "weak_mask_fill", "mask_inverted", "mask_value_derived", "causal_flag_ignored",
     "softmax_wrong_axis", "softmax_over_batch", "softmax_in_float32", "dropout_left_on", "unstable_softmax",
     "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
+    "output_dtype", "no_autograd_graph",
 }  # fmt: skip
 IDS = [h["id"] for h in CATALOG]
 

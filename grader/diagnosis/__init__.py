@@ -8,6 +8,8 @@ Three kinds of cause, each explaining some of the failing checks:
   (``_mutations``), found by a search over combinations (``_search``) on fixed probes.
 * ``known``: a chaff of the bug library that the head matches on every probe (``_known``), for the other
   contract functions, and for attention bugs outside the error model.
+* ``contract``: a breach of the calling contract seen directly: outputs in another dtype than the
+  inputs, or no autograd graph at all (a NumPy head); the values may well be right.
 
 The package reaches student code only through :class:`grader.head.Head`. A correct head and a head
 that matches nothing get no cause: a wrong guess is worse than none.
@@ -19,10 +21,21 @@ from collections import Counter
 from collections.abc import Iterable
 from types import ModuleType
 
-from grader.diagnosis._known import PROBES, Seen, chaff_module, grader_side, indistinguishable, same, student_side
-from grader.diagnosis._naming import known_cause, known_explains, mutation_cause
+import torch
+
+from grader.diagnosis._known import (
+    PROBE_SEED,
+    PROBES,
+    Seen,
+    chaff_module,
+    grader_side,
+    indistinguishable,
+    same,
+    student_side,
+)
+from grader.diagnosis._naming import contract_cause, known_cause, known_explains, mutation_cause
 from grader.diagnosis._search import comparable, reference_matches, search
-from grader.head import Head
+from grader.head import Head, StudentFailure
 from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis, GradeResult
 
@@ -31,6 +44,8 @@ __all__ = ["Seen", "attach_causes", "count_causes", "count_diagnoses", "diagnose
 FAILING = ("failed", "error", "timeout")
 STOPPED = "Your code did not complete this check: "
 ATTENTION = "causal_self_attention"
+ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
+CONTRACT_SHAPES = {"X": (2, 5, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
 
 
 def diagnose(checks: Iterable[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
@@ -42,7 +57,7 @@ def diagnose(checks: Iterable[CheckResult], head: Head, ref: ModuleType) -> list
     failed = {c.id for c in failing}
     passed = {c.id for c in checks if c.status == "passed"}
     seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
-    causes = _crashes(failing, seen)
+    causes = _crashes(failing, seen) + _contract(head, seen[ATTENTION], failed)
     found = _changes(seen[ATTENTION], passed)
     if found is not None:
         combo, fitted = found
@@ -64,6 +79,28 @@ def _changes(runs: list[Seen] | None, passed: set[str]) -> tuple[tuple[str, ...]
     if theirs is None or reference_matches(probes, theirs):
         return None
     return search(probes, theirs, passed)
+
+
+def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Diagnosis]:
+    """Contract breaches behind a failing interface or gradient_blocks check: the dtype the head returns
+    for float32 inputs, and whether its outputs carry an autograd graph at all."""
+    if runs is None:
+        return []
+    causes = []
+    if "interface" in failed:
+        g = torch.Generator().manual_seed(PROBE_SEED)
+        inputs = {n: torch.randn(*shape, generator=g) for n, shape in CONTRACT_SHAPES.items()}  # float32
+        try:
+            _, tensors = head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED)
+        except StudentFailure:
+            tensors = {}
+        returned = sorted({str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if k in ("r0", "r1")})
+        if returned and returned != ["float32"]:
+            causes.append(contract_cause("output_dtype", ", ".join(returned), ["interface"]))
+    graph = [s for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" in p.options and not s.error]
+    if "gradient_blocks" in failed and any("problem" in (s.shape.get("grads") or {}) for s in graph):
+        causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
+    return causes
 
 
 def _known(theirs: list[Seen] | None, function: str, ref: ModuleType) -> list[Diagnosis]:

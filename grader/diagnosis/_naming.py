@@ -107,9 +107,10 @@ def _fitted(mid: str, value: float) -> tuple[str, str, str]:
         return f"Attention dropout (p = {value:.3g}) left on", hint, cites
     how = "added to" if mid == "weak_mask_constant" else "written into"
     constant = f"{value:.6g}" if abs(value) >= 1e-6 else "a constant near 0"
+    named = f"the constant {constant}" if abs(value) >= 1e-6 else constant
     return (
         f"Future scores masked with {constant} ({how} the scores) instead of -inf",
-        f"Your mask uses {'the constant ' if abs(value) >= 1e-6 else ''}{constant}, {how} the future scores. That is not negative enough for "
+        f"Your mask uses {named}, {how} the future scores. That is not negative enough for "
         "scores of every size (or not negative at all), so future keys get weight. Use masked_fill with "
         "-inf (or torch.finfo(dtype).min) before the softmax (Definition 4.1, Implementation aside 4.4).",
         "Implementation aside 4.4",
@@ -124,6 +125,23 @@ def mutation_cause(mid: str, fitted: dict[str, float], failed: set[str]) -> Diag
         title, hint, cites = OWN.get(mid) or _catalog(mid) or (mid.replace("_", " "), "", "")
     explains = [c for c in violates(mid) if c in failed]
     return Diagnosis(id=mid, title=title, hint=hint, cites=cites, kind="mutation", explains=sorted(explains))
+
+
+def contract_cause(cid: str, detail: str, explains: list[str]) -> Diagnosis:
+    """A breach of the calling contract (Section 9.1), seen directly rather than searched for."""
+    if cid == "output_dtype":
+        title = f"Returns {detail} tensors for float32 inputs"
+        hint = (
+            "Return out and weights in the dtype of X (a NumPy head converts back with torch.from_numpy(...)"
+            ".to(X.dtype)); the other checks judged your values cast to the input dtype (Section 9.1)."
+        )
+    else:
+        title = "No autograd graph: the outputs do not depend on the inputs through torch operations"
+        hint = (
+            "Compute with torch operations on the input tensors (no .numpy(), .detach(), .item() or .data) so "
+            "that gradients flow back to X, W_Q, W_K and W_V (Proposition 4.3 is checked on them)."
+        )
+    return Diagnosis(id=cid, title=title, hint=hint, cites="Section 9.1", kind="contract", explains=explains)
 
 
 @cache
