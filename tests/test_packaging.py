@@ -1,0 +1,22 @@
+"""The wheel holds every package of the grader: a fresh `pip install .` must be able to import all of it.
+
+Tests run against the source tree, so a subpackage missing from pyproject.toml would pass here and break
+only for users; this pins the list to the folders.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_grader_package_is_declared() -> None:
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "grader").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert on_disk <= declared, f"packages missing from pyproject.toml: {sorted(on_disk - declared)}"
