@@ -121,6 +121,6 @@ def simple_cases(*, seed: int, dtype: torch.dtype = torch.float64) -> list[Case]
             X[:, 1:] = X[:, :1]
         elif kind == "one_hot_tokens":
             X = torch.eye(shape.d, dtype=torch.float64)[torch.arange(shape.T) % shape.d].expand(shape.B, -1, -1).clone()
-        case = base.with_X(X)
-        cases.append(Case(*(t.to(dtype) for t in case.tensors().values()), shape, case.seed, (("simple", kind),)))
+        W_Q, W_K, W_V = (t.to(dtype) for t in (base.W_Q, base.W_K, base.W_V))
+        cases.append(Case(X.to(dtype), W_Q, W_K, W_V, shape, base.seed, (("simple", kind),)))
     return cases

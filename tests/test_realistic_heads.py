@@ -33,7 +33,8 @@ AUXILIARY = ("gaussian_positional_weights", "gaussian_positional_qk", "score_sca
 CAUSES = {
     "no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant",
     "no_mask", "mask_transposed", "mask_excludes_diagonal", "mask_leaks_by_one", "mask_after_softmax_no_renorm",
-    "mask_after_softmax_renorm", "weak_mask_constant", "weak_mask_fill", "mask_inverted", "mask_value_derived", "causal_flag_ignored",
+    "mask_after_softmax_renorm", "weak_mask_constant", "weak_mask_fill", "mask_inverted", "mask_value_derived",
+    "causal_flag_ignored",
     "softmax_wrong_axis", "softmax_over_batch", "softmax_in_float32", "dropout_left_on", "unstable_softmax",
     "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
     "output_dtype", "no_autograd_graph",

@@ -202,16 +202,16 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
     bad = [o for o in outcomes if o.problem is not None or o.failure is not None]
     if not bad:
         return passed(f"{what}: all {len(outcomes)} cases agree{detail}.")
-    if all(o.failure is not None for o in outcomes):
-        first = outcomes[0].failure
-        assert first is not None
-        raise first
+    failures = [o.failure for o in outcomes if o.failure is not None]
+    if len(failures) == len(outcomes):
+        raise failures[0]
     n_ok = len(outcomes) - len(bad)
     first = bad[0]
     text = first.problem if first.failure is None else f"Your code did not complete this case: {first.failure.message}"
     failing = ", ".join(o.label for o in bad[:6]) + (", ..." if len(bad) > 6 else "")
+    credit = " (partial credit)" if n_ok else ""
     return failed(
-        f"{what}: {n_ok} of {len(outcomes)} cases agree{' (partial credit)' if n_ok else ''}; failing: {failing}.\n"
+        f"{what}: {n_ok} of {len(outcomes)} cases agree{credit}; failing: {failing}.\n"
         f"First failing case, {first.label}: {text}",
         counterexample=first.counterexample,
         heatmaps=first.heatmaps,

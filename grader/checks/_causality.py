@@ -161,9 +161,8 @@ def _finite_difference(
     delta /= delta.norm()
 
     def shifted(sign: float) -> HeadCall:
-        moved = dict(tensors)
-        moved[name] = tensors[name] + sign * eps * delta
-        return ctx.head.attention(Case(*moved.values(), case.shape, case.seed, case.params))  # type: ignore[arg-type]
+        moved = {**tensors, name: tensors[name] + sign * eps * delta}
+        return ctx.head.attention(Case(**moved, shape=case.shape, seed=case.seed, params=case.params))
 
     plus, minus = shifted(1.0), shifted(-1.0)
     d_out = (plus.out.double() - minus.out.double()) / (2 * eps)  # (B, T, d_v)

@@ -90,7 +90,7 @@ class _Scope:
         self.bindings.setdefault(name, []).append((line, dotted))
 
 
-_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)  # nested scopes; the module is the root
 
 
 class _Resolver:

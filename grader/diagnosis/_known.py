@@ -249,7 +249,8 @@ def run_trusted(module: ModuleType, function: str, probe: Probe) -> tuple[dict[s
     """What the worker would answer for ``probe`` if ``module`` were the submission."""
     opts = probe.options
     grad = opts.get("grad")
-    inputs = {k: t.clone().requires_grad_(bool(grad) and k in grad["wrt"]) for k, t in probe.tensors.items()}
+    wrt = set(grad["wrt"]) if grad else set()
+    inputs = {k: t.clone().requires_grad_(k in wrt) for k, t in probe.tensors.items()}
     out: dict[str, torch.Tensor] = {}
     torch.manual_seed(PROBE_SEED)
     if probe.op == "kv_cache":

@@ -143,9 +143,10 @@ def forward(
         scale = scales.get(scale_m or "", d_k**-0.5)
     s = raw * scale  # (B, T, T)
     if masking:
-        s = _mask_scores(s, mask_m, future, fit, theirs)
-        if s is None:
+        masked = _mask_scores(s, mask_m, future, fit, theirs)
+        if masked is None:
             return None
+        s = masked
     if _pick(combo, "dtype"):
         s = s.float()
     if smax == "unstable_softmax":
