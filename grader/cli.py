@@ -97,11 +97,13 @@ def grade_main(argv: list[str]) -> int:
             validate_check_ids(rubric, args.rubric)
         except RubricError as exc:
             return _fail(err, str(exc))
-        if args.device == "cuda":
-            import torch
+        import torch
 
-            if not torch.cuda.is_available():
-                return _fail(err, "--device cuda was given but torch sees no CUDA GPU on this machine")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            return _fail(err, "--device cuda was given but torch sees no CUDA GPU on this machine")
+        # The grader's own tensors are small: one thread leaves the other cores to the worker (on two
+        # cores, a second intra-op thread here only contends with it).
+        torch.set_num_threads(1)
         from grader.runner import grade
 
         report = args.html is not None or args.json is not None  # the visualisations are for the report

@@ -110,14 +110,15 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
 
 # Exercise 3 bands. Student side: STATS_SAMPLES samples at T = STATS_T (the report's plot reuses them);
 # the reference's typical largest weight: REF_SAMPLES samples, once per process (prefetched while the worker
-# starts). Measured sampling std over seeds (research §8 and benchmarks/notes): raw std / sqrt(d_k) 0.55% at
-# 50 samples (d_k = 16, worst), so the ±5% band is 9 standard deviations; largest weight 0.0073 at 50 and
-# 0.0038 at 200 samples (d_k = 16, worst), so the difference has std 0.0082 and the ±0.05 band is 6.1 of
-# them. A correct submission fails with probability about 1e-9 (two-sided normal), under the 1e-6 goal.
+# starts). Measured sampling std over 40 seeds: raw std / sqrt(d_k) 0.55% at 50 samples (d_k = 16, the
+# worst), so the ±5% band is 9 standard deviations; largest raw weight 0.0073 at 50 samples and 0.0054 at
+# 100 (0.0038 at 200, times sqrt(2)), d_k = 16 the worst, so the difference has std 0.0091 and the ±0.05
+# band is 5.5 of them. A correct submission fails with probability about 4e-8 (two-sided normal), under
+# the 1e-6 goal.
 STD_BAND = 0.05
 MAX_WEIGHT_BAND = 0.05
 STAT_KEYS = ("raw_std", "scaled_std", "raw_max_weight", "scaled_max_weight")
-STATS_T, STATS_SAMPLES, REF_SAMPLES = 64, 50, 200
+STATS_T, STATS_SAMPLES, REF_SAMPLES = 64, 50, 100
 STATS_DKS = (16, 64, 256)
 _REFERENCE_LOCK = threading.Lock()
 
