@@ -77,7 +77,7 @@ def grade(
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable)
             results = []
-            memo: dict[str, object] = {}  # measurements of the head that several checks use (its precision)
+            memo: dict[str, object] = {}  # what several checks (and the plot) use: precision, Exercise 3
             for cid in selected:
                 ctx = Ctx(
                     head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
