@@ -75,7 +75,8 @@ def grade_main(argv: list[str]) -> int:
 
     # Two slots: the head's, and one for the student's own tests. The head's zygote starts first of all,
     # so its torch import overlaps everything this process imports (pydantic, rich, the checks, torch).
-    with WorkerPool(2, uid_base=_uid_base(args.rubric), lazy=True) as pool:
+    uid_base = _uid_base(args.rubric)
+    with WorkerPool(2, uid_base=uid_base, lazy=True) as pool:
         pool.prestart(1)
         from rich.console import Console
 
@@ -88,7 +89,7 @@ def grade_main(argv: list[str]) -> int:
             rubric = load_rubric(args.rubric, check_ids=False)
         except RubricError as exc:
             return _fail(err, str(exc))
-        if rubric.limits.sandbox_uid_base != _uid_base(args.rubric):  # the light read disagrees: never guess
+        if rubric.limits.sandbox_uid_base != uid_base:  # the light read disagrees: never guess
             return _fail(err, f"{args.rubric}: limits.sandbox_uid_base could not be read")
         unknown = [c for c in args.only or [] if c not in rubric.checks]
         if unknown:

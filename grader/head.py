@@ -154,9 +154,11 @@ class Head:
             raise StudentFailure("error", f"`{actual}` is a {kind}, not a function")
         return actual
 
-    def _call(self, name: str, args: list[Any], tensors: dict[str, torch.Tensor], **options: Any) -> Reply:
+    def _call(
+        self, name: str, args: list[Any], tensors: dict[str, torch.Tensor], *, op: str = "call", **options: Any
+    ) -> Reply:
         fn = self.require(name, optional=name in EXTENSIONS)
-        return self._request("call", {"fn": fn, "args": args, **options}, tensors, fn=name)
+        return self._request(op, {"fn": fn, "args": args, **options}, tensors, fn=name)
 
     @staticmethod
     def _items(reply: Reply, fn: str, n: int) -> list[torch.Tensor]:
@@ -251,8 +253,7 @@ class Head:
         tensors = {f"{k}:{name}": t for k, case in enumerate(cases) for name, t in case.tensors().items()}
         options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "seed": self.rng_seed, "count": len(cases)}
         args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
-        actual = self.require(fn)
-        reply = self._request("call_each", {"fn": actual, "args": args, **options}, tensors, fn=fn)
+        reply = self._call(fn, args, tensors, op="call_each", **options)
         each = reply.header.get("each")
         if not isinstance(each, list) or len(each) != len(cases):
             raise StudentFailure("error", "the worker answered a batch of calls with the wrong number of results")
