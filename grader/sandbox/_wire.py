@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from typing import Any
 
 import torch
@@ -23,17 +24,52 @@ class WireError(ValueError):
     """A message that is malformed, oversized or holds something other than plain tensors."""
 
 
+# safetensors' names for the dtypes we ship (its header format: https://github.com/huggingface/safetensors)
+_ST_DTYPES = {
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.bool: "BOOL",
+}
+
+
 def encode(header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> bytes:
-    """Pack ``header`` (JSON-serialisable) and ``tensors`` into one safetensors blob."""
+    """Pack ``header`` (JSON-serialisable) and ``tensors`` into one safetensors blob.
+
+    The blob is written here directly (an 8-byte header length, the JSON header, the raw little-endian
+    bytes): ``safetensors.torch.save`` spends about 0.1 ms per message on numpy/ctypes bookkeeping, and a
+    grade sends hundreds of small messages each way. Decoding, where the bytes come from student code,
+    stays with the safetensors library.
+    """
     plain = {}
     for name, t in tensors.items():
         if type(t) is not torch.Tensor:  # subclasses could carry behaviour; we ship data only
             raise WireError(f"{name!r} is a {type(t).__name__}, not a plain torch.Tensor")
         if t.dtype not in ALLOWED_DTYPES:
             raise WireError(f"{name!r} has dtype {t.dtype}, which is not transferred")
-        # safetensors wants dense, contiguous, CPU storage of its own
-        plain[name] = t.detach().to("cpu").contiguous().clone()
-    return _st_save(plain, metadata={"header": json.dumps(header, allow_nan=True)})
+        if name == "__metadata__":
+            raise WireError("'__metadata__' is a reserved name in a safetensors header")
+        plain[name] = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+    text = json.dumps(header, allow_nan=True)
+    if sys.byteorder != "little":  # pragma: no cover - the format is little-endian; the library swaps
+        return _st_save({k: t.clone() for k, t in plain.items()}, metadata={"header": text})
+    entries: dict[str, Any] = {"__metadata__": {"header": text}}
+    chunks: list[bytes] = []
+    offset = 0
+    for name, t in plain.items():
+        data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        entries[name] = {
+            "dtype": _ST_DTYPES[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        chunks.append(data)
+        offset += len(data)
+    head = json.dumps(entries, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)  # safetensors pads its header to a multiple of 8 with spaces
+    return b"".join([struct.pack("<Q", len(head)), head, *chunks])
 
 
 def decode(blob: bytes, *, max_bytes: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

@@ -10,11 +10,12 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 from pydantic import ValidationError
 from sandbox_helpers import IS_ROOT, needs_root
 
 import grader.sandbox
-from grader.sandbox import SandboxLimits
+from grader.sandbox import SandboxLimits, _wire
 from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame
 from grader.sandbox._reaper import describe_exit
 from grader.sandbox._seccomp import _ARCHES, build_program
@@ -130,6 +131,49 @@ def test_frames_round_trip_and_refuse_oversized_announcements() -> None:
             recv_frame(b, 1 << 20)
         a.close()
         assert recv_frame(b, 1 << 20) is None
+
+
+def test_wire_round_trips_every_dtype_and_layout_and_the_library_reads_it() -> None:
+    from safetensors.torch import load
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {
+        "f64": torch.randn(3, 4, generator=g, dtype=torch.float64),
+        "scalar": torch.tensor(1.5),
+        "empty": torch.zeros(0, 3),
+        "transposed": torch.randn(4, 5, generator=g).t(),
+        "expanded": torch.randn(1, 3, generator=g).expand(4, 3),
+        "negated_view": torch.randn(3, generator=g)._neg_view(),
+        "bf16": torch.randn(2, 3, generator=g).bfloat16(),
+        "f16": torch.tensor([float("inf"), float("nan"), -0.0]).half(),
+        "bool": torch.tensor([True, False, True]),
+        "i64": torch.arange(5),
+    }
+    header = {"op": "call", "values": [1, float("nan"), "x"]}
+    blob = _wire.encode(header, tensors)
+    got_header, got = _wire.decode(blob, max_bytes=1 << 20)
+    assert got_header["op"] == "call" and got_header["values"][2] == "x"
+    for library in (got, load(blob)):  # our decoder and the safetensors library itself
+        assert set(library) == set(tensors)
+        for name, t in tensors.items():
+            assert library[name].dtype == t.dtype and library[name].shape == t.shape, name
+            bits = library[name].reshape(-1).view(torch.uint8)  # bitwise: NaN and -0.0 included
+            assert torch.equal(bits, t.resolve_neg().contiguous().reshape(-1).view(torch.uint8)), name
+
+
+def test_wire_refuses_what_it_must_not_ship() -> None:
+    class Sub(torch.Tensor):
+        pass
+
+    with pytest.raises(_wire.WireError, match="not a plain"):
+        _wire.encode({}, {"t": torch.zeros(2).as_subclass(Sub)})
+    with pytest.raises(_wire.WireError, match="dtype"):
+        _wire.encode({}, {"t": torch.zeros(2, dtype=torch.int8)})
+    with pytest.raises(_wire.WireError, match="reserved"):
+        _wire.encode({}, {"__metadata__": torch.zeros(2)})
+    blob = _wire.encode({"a": 1}, {"t": torch.zeros(4)})
+    with pytest.raises(_wire.WireError):  # one byte short: the offsets no longer fit
+        _wire.decode(blob[:-1], max_bytes=1 << 20)
 
 
 def test_exit_descriptions() -> None:
