@@ -124,8 +124,11 @@ def grade_main(argv: list[str]) -> int:
             )
         except SubmissionError as exc:
             return _fail(err, str(exc))
-    _write_outputs(result, args.json, args.html, args.junit)
-    _print(result, console, quiet=args.quiet)
+        # Every process the submission started is gone (the sandbox swept them); the zygote's own exit
+        # now overlaps writing the files.
+        pool.begin_close()
+        _write_outputs(result, args.json, args.html, args.junit)
+        _print(result, console, quiet=args.quiet)
     if args.fail_under is not None and result.percent < args.fail_under:
         return 1
     return 0

@@ -9,6 +9,7 @@ one sandbox at a time; the grader process itself is never forked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -111,6 +112,7 @@ class ZygoteSlot:
     _ctl: socket.socket | None = None
     _info: dict[str, Any] = field(default_factory=dict)
     _closed: bool = False
+    _exit_sent: bool = False
 
     def __post_init__(self) -> None:
         self.uid = self.lease.uid if self.lease else None
@@ -132,9 +134,10 @@ class ZygoteSlot:
             )
         self._ctl = ours
         self._info = {}
+        self._exit_sent = False
 
     def _ready(self) -> None:
-        if self._closed:
+        if self._closed or self._exit_sent:
             raise SlotError("the worker pool was closed while a sandbox still used it")
         if self._proc is None or self._proc.poll() is not None:
             self._kill_zygote()
@@ -172,11 +175,24 @@ class ZygoteSlot:
         active = ["subreaper cleanup"] if self._info.get("subreaper") else []
         return active + (["kill(-1) as sandbox uid"] if self.uid is not None else [])
 
+    def begin_close(self) -> None:
+        """Ask the zygote to sweep and exit, without waiting (``close`` collects it): its exit then
+        overlaps whatever the grader does next. Only once no sandbox uses this slot."""
+        if self._closed or self._exit_sent or not self._info or self._proc is None or self._proc.poll() is not None:
+            return
+        assert self._ctl is not None
+        with contextlib.suppress(OSError):
+            socket.send_fds(self._ctl, [json.dumps({"op": "exit"}).encode()], [])
+            self._exit_sent = True
+
     def close(self) -> None:
         self._closed = True
         try:
             if self._info and self._proc is not None and self._proc.poll() is None:
-                self._call({"op": "exit"}, timeout=10)
+                if self._exit_sent:
+                    self._receive(10)
+                else:
+                    self._call({"op": "exit"}, timeout=10)
                 self._proc.wait(10)
         except (SlotError, subprocess.TimeoutExpired):
             pass

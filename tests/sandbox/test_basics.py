@@ -162,3 +162,26 @@ def test_standard_library_stays_importable_after_the_uid_drop(open_sandbox: Open
     reply = call(open_sandbox("good"), "stdlib_imports")
     assert reply.status == "ok", reply.message
     assert reply.header["values"]["r0"] == 2
+
+
+def test_begin_close_lets_the_zygote_exit_while_the_grader_works() -> None:
+    """``begin_close`` only sends the exit; ``close`` collects the zygote; nothing may fork in between."""
+    import psutil
+    from sandbox_helpers import HOSTILE
+
+    from grader.sandbox._slots import SlotError, ZygoteSlot
+
+    with WorkerPool(1) as pool:
+        if pool.mode != "fork":
+            pytest.skip("zygotes only exist in fork mode")
+        with Sandbox(HOSTILE / "good", SandboxLimits(), pool=pool) as sb:
+            assert sb.start().status == "ok"
+        slot = pool._slots[0]
+        assert isinstance(slot, ZygoteSlot) and slot._proc is not None
+        zygote = psutil.Process(slot._proc.pid)
+        pool.begin_close()
+        pool.begin_close()  # idempotent
+        with pytest.raises(SlotError, match="closed"):
+            slot.launch({}, -1, -1)
+        zygote.wait(10)  # it exits on its own, before anyone waits for it
+    assert slot._proc is None
