@@ -154,7 +154,30 @@ def _warm_up() -> int:
         # _ops may fail here: workers load it again by path and report the error properly
         with contextlib.suppress(Exception):
             __import__(name)
+    with contextlib.suppress(Exception):
+        _warm_request_path(torch)
     return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+
+
+def _warm_request_path(torch: Any) -> None:
+    """One request through decode, dispatch and encode, as a worker serves it, in both float dtypes:
+    the first one in a fresh fork cost ~10 ms (numpy.random imported on the first seeding, first-use
+    paths of the encoder), paid by every worker's first answer otherwise."""
+    import types
+
+    import _ops  # type: ignore[import-not-found]
+    import _wire  # type: ignore[import-not-found]
+
+    module = types.SimpleNamespace(head=lambda x, w: torch.softmax(x @ w, dim=-1))
+    for dtype in (torch.float64, torch.float32):
+        x = torch.ones(2, 3, 4, dtype=dtype)
+        w = torch.ones(4, 4, dtype=dtype)
+        params = {"fn": "head", "args": [{"t": "x"}, {"t": "w"}], "seed": 0, "return_inputs": True}
+        header, tensors = _wire.decode(
+            _wire.encode({"op": "call", "params": params}, {"x": x, "w": w}), max_bytes=1 << 20
+        )
+        reply, out = _ops.dispatch(module, header["op"], header["params"], tensors)
+        _wire.decode(_wire.encode(reply, out), max_bytes=1 << 20)
 
 
 class Zygote:
