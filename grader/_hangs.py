@@ -8,6 +8,7 @@ that function, never those of the others. Plain data; :class:`~grader.head.Head`
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,7 +123,7 @@ class HangRegistry:
         return next((h for h in self._hangs.get(key, []) if size.at_least(h.size)), None)
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._hangs.values())
+        return sum(len(v) for v in list(self._hangs.values()))  # list(): another thread may add a key
 
 
 class TimeShares:
@@ -131,6 +132,7 @@ class TimeShares:
     def __init__(self, limits: SandboxLimits) -> None:
         self._limits = limits
         self._spent: dict[str, float] = {}
+        self._lock = threading.Lock()  # the Heads of two threads may share one (Head.beside)
 
     def share_s(self, function: str) -> float:
         budget = self._limits.per_submission_timeout_s
@@ -147,7 +149,8 @@ class TimeShares:
     def charge(self, function: str | None, seconds: float) -> None:
         if function is not None:
             key = SHARED_WITH.get(function, function)
-            self._spent[key] = self._spent.get(key, 0.0) + max(seconds, 0.0)
+            with self._lock:
+                self._spent[key] = self._spent.get(key, 0.0) + max(seconds, 0.0)
 
     def spent_message(self, function: str, actual: str) -> str:
         budget = self._limits.per_submission_timeout_s

@@ -95,6 +95,14 @@ class Head:
         self._shares = TimeShares(self._limits)
         self._restart_for: str | None = None  # the function whose timeout stopped the worker
 
+    def beside(self, sandbox: Sandbox) -> Head:
+        """A Head on another worker of the same submission (``Sandbox.sidecar``), for checks that run in
+        another thread meanwhile. It shares what this one has learnt: the module's names, earlier hangs
+        and the functions' time shares; its seed, check and restart are its own."""
+        other = Head(sandbox, self._entry, self._unavailable)
+        other._found, other.hangs, other._shares = self._found, self.hangs, self._shares
+        return other
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     def _request(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from grader.sandbox._limits import SandboxLimits
 from grader.sandbox._output import CapturedOutput, OutputCollector, OutputDrain
 from grader.sandbox._pool import WorkerPool
 from grader.sandbox._reaper import describe_exit, kill_leftovers
-from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, poll_in
+from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, ZygoteSlot, poll_in, subtree
 from grader.sandbox._watchdog import MemoryWatchdog
 from grader.sandbox._workspace import Workspace
 
@@ -43,6 +44,28 @@ class Reply:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     message: str = ""
     duration_s: float = 0.0
+
+
+# Replies another worker of the same submission can cause (a sweep kills every worker, the budget is
+# shared): what a sidecar's caller repeats serially. A timeout is the call's own.
+INTERRUPTIONS = frozenset({"crash", "budget", "import_error", "import_timeout"})
+
+
+class _Budget:
+    """The submission's time budget: busy seconds of its workers, a sandbox's and its sidecar's."""
+
+    def __init__(self, total_s: float) -> None:
+        self._total_s = total_s
+        self._spent_s = 0.0
+        self._lock = threading.Lock()
+
+    def spend(self, seconds: float) -> None:
+        with self._lock:
+            self._spent_s += seconds
+
+    @property
+    def left_s(self) -> float:
+        return max(self._total_s - self._spent_s, 0.0)
 
 
 class _Deadline(Exception):
@@ -104,11 +127,44 @@ class Sandbox:
         }
         self._output = OutputCollector(self._limits.output_cap_kb * 1024)
         self._max_reply = self._limits.max_reply_mb * _MIB
+        self._budget = _Budget(self._limits.per_submission_timeout_s)
+        self._primary: Sandbox | None = None  # set on a sidecar: the sandbox whose slot and copy it shares
+        self._new_worker_state()
+
+    def _new_worker_state(self) -> None:
         self._live: _Live | None = None
         self._final: Reply | None = None  # an import failure, repeated for every later request
-        self._busy_s = 0.0
         self._protections: list[str] = []
         self._closed = False
+        self._sidecars: list[Sandbox] = []
+        self.interruptions = 0  # replies another worker of this submission may have caused (see sidecar)
+
+    @property
+    def sidecar_possible(self) -> bool:
+        """Whether :meth:`sidecar` can give a second worker here (workers forked from a zygote)."""
+        return self._primary is None and isinstance(self._slot, ZygoteSlot)
+
+    def sidecar(self) -> Sandbox | None:
+        """A second worker for the same submission, to run other requests in another thread meanwhile;
+        None where workers are not forked from a zygote (a fresh interpreter would cost seconds).
+
+        It shares this sandbox's slot, copy of the submission, output capture and time budget. Stopping
+        it kills only its own worker (never a sweep); closing this sandbox closes it first. Each worker's
+        memory watchdog counts its own processes. A sweep of this sandbox (after a timeout or a crash)
+        kills the sidecar's worker too, so a caller should repeat, serially, whatever got a reply in
+        ``INTERRUPTIONS`` while both ran: :attr:`interruptions` counts them.
+        """
+        self._check_open()
+        if not self.sidecar_possible or self._final is not None:
+            return None
+        side = object.__new__(Sandbox)
+        side._limits, side._own_pool, side._pool, side._slot = self._limits, False, self._pool, self._slot
+        side._workspace, side._module, side._config = self._workspace, self._module, self._config
+        side._output, side._max_reply, side._budget = self._output, self._max_reply, self._budget
+        side._primary = self
+        side._new_worker_state()
+        self._sidecars.append(side)
+        return side
 
     # -- public --------------------------------------------------------------------------------
 
@@ -128,7 +184,7 @@ class Sandbox:
 
     @property
     def budget_left_s(self) -> float:
-        return max(self._limits.per_submission_timeout_s - self._busy_s, 0.0)
+        return self._budget.left_s
 
     @property
     def skipped_files(self) -> list[str]:
@@ -137,6 +193,14 @@ class Sandbox:
 
     def start(self) -> Reply:
         """Start the worker and import the submission, if not done yet; "ok" or the failure."""
+        return self._counted(self._start_once())
+
+    def _counted(self, reply: Reply) -> Reply:
+        if reply.status in INTERRUPTIONS:
+            self.interruptions += 1
+        return reply
+
+    def _start_once(self) -> Reply:
         self._check_open()
         if self._final is not None:
             return self._final
@@ -156,21 +220,28 @@ class Sandbox:
     ) -> Reply:
         """Run one op in the worker; never raises for anything the submission does."""
         if self._final is not None:  # the import failed before: say so again, at no cost
-            return replace(self._final, duration_s=0.0)
-        started = self.start()
+            return self._counted(replace(self._final, duration_s=0.0))
+        started = self._start_once()
         if started.status != "ok":
-            return started
+            return self._counted(started)
         if self.budget_left_s <= 0:
-            return self._budget_reply(f"{op!r} was not run")
+            return self._counted(self._budget_reply(f"{op!r} was not run"))
         blob = _wire.encode({"op": op, "params": params}, tensors)  # the grader's own data: errors are bugs
-        return self._exchange(op, blob, self._limits.per_call_timeout_s if timeout_s is None else timeout_s)
+        limit = self._limits.per_call_timeout_s if timeout_s is None else timeout_s
+        return self._counted(self._exchange(op, blob, limit))
 
     def close(self) -> None:
-        """Kill the worker and everything it started, delete the workspace; idempotent."""
+        """Kill the worker and everything it started, delete the workspace; idempotent. A sidecar's close
+        stops its own worker only."""
         if self._closed:
             return
         self._closed = True
+        if self._primary is not None:
+            self._stop_worker()
+            return
         try:
+            for side in self._sidecars:
+                side.close()
             self._stop_worker()
             if self._slot.uid is not None:
                 kill_leftovers([self._slot.uid])  # belt and braces before anyone writes results
@@ -214,7 +285,10 @@ class Sandbox:
             theirs.close()  # the worker has its own copies now; ours would hide its death
             os.close(out_w)
         limit = self._limits.memory_mb * _MIB
-        watchdog = MemoryWatchdog(lambda: self._slot.tree(worker), limit)
+        if self._primary is not None:  # a sidecar's watchdog counts its own worker's processes
+            watchdog = MemoryWatchdog(lambda: subtree(worker.pid), limit)
+        else:  # everything under the zygote but a running sidecar's worker (its own watchdog counts it)
+            watchdog = MemoryWatchdog(lambda: self._slot.tree(worker, exclude=self._sidecar_pids()), limit)
         self._live = _Live(worker, chan, self._output.drain(out_r), watchdog)
 
     def _await_import(self) -> Reply:
@@ -240,7 +314,7 @@ class Sandbox:
         else:
             reply = self._import_outcome(header, t0)
         finally:
-            self._busy_s += time.monotonic() - t0
+            self._budget.spend(time.monotonic() - t0)
         if reply.status != "ok":
             self._final = reply
         return reply
@@ -272,7 +346,7 @@ class Sandbox:
         except _BadReply as exc:
             return self._end("crash", f"bad reply format: {exc}", t0)
         finally:
-            self._busy_s += time.monotonic() - t0
+            self._budget.spend(time.monotonic() - t0)
         duration = time.monotonic() - t0
         status = header.pop("status", None)
         if status == "ok":
@@ -375,7 +449,11 @@ class Sandbox:
             live.watchdog.stop()
         code = None
         with contextlib.suppress(SlotError):  # a broken zygote was killed with its whole tree instead
-            code = self._slot.sweep(live.worker if live else None)
+            if self._primary is None:
+                code = self._slot.sweep(live.worker if live else None)
+            elif live is not None:  # a sidecar never sweeps: the primary's worker runs on
+                assert isinstance(self._slot, ZygoteSlot)
+                code = self._slot.stop_one(live.worker)
         if live is None:
             return None, ""
         live.chan.close()
@@ -398,6 +476,9 @@ class Sandbox:
             + (["grader memory unreadable (non-dumpable)"] if self._pool.grader_non_dumpable else [])
             + self._slot.protections()
         )
+
+    def _sidecar_pids(self) -> set[int]:
+        return {side._live.worker.pid for side in self._sidecars if side._live is not None}
 
     def _check_open(self) -> None:
         if self._closed:

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,6 +84,15 @@ def poll_in(fds: list[int], timeout: float) -> set[int]:
     return {fd for fd, _ in poller.poll(max(timeout, 0) * 1000)}
 
 
+def subtree(pid: int) -> list[psutil.Process]:
+    """``pid`` and its descendants; empty once it is gone."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 def _pidfd(pid: int) -> int | None:
     try:
         return os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
@@ -96,7 +106,7 @@ class Slot(Protocol):
     def launch(self, cfg: dict[str, Any], chan_fd: int, out_fd: int) -> WorkerHandle: ...
     def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None: ...
     def sweep(self, worker: WorkerHandle | None) -> int | None: ...
-    def tree(self, worker: WorkerHandle) -> list[psutil.Process]: ...
+    def tree(self, worker: WorkerHandle, exclude: Collection[int] = ()) -> list[psutil.Process]: ...
     def protections(self) -> list[str]: ...
     def close(self) -> None: ...
 
@@ -113,6 +123,9 @@ class ZygoteSlot:
     _info: dict[str, Any] = field(default_factory=dict)
     _closed: bool = False
     _exit_sent: bool = False
+    # the control socket carries one request and its answer at a time; a sandbox and its sidecar (another
+    # thread) share the slot
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def __post_init__(self) -> None:
         self.uid = self.lease.uid if self.lease else None
@@ -152,8 +165,9 @@ class ZygoteSlot:
         self._info = info
 
     def launch(self, cfg: dict[str, Any], chan_fd: int, out_fd: int) -> WorkerHandle:
-        self._ready()
-        reply = self._call({"op": "spawn", "config": cfg}, fds=(chan_fd, out_fd))
+        with self._lock:
+            self._ready()
+            reply = self._call({"op": "spawn", "config": cfg}, fds=(chan_fd, out_fd))
         return WorkerHandle(pid=reply["pid"], pidfd=_pidfd(reply["pid"]))
 
     def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
@@ -165,11 +179,28 @@ class ZygoteSlot:
         pid = worker.pid if worker else None
         return self._call({"op": "sweep", "uid": self.uid, "pid": pid})["exit"]
 
-    def tree(self, worker: WorkerHandle) -> list[psutil.Process]:
+    def stop_one(self, worker: WorkerHandle) -> int | None:
+        """Kill one worker and its descendants, leaving the slot's other workers running (a sidecar's
+        stop; the sweep of the sandbox that owns the slot gets everything else); its exit code."""
+        if not self._info:
+            return None
+        return self._call({"op": "stop", "pid": worker.pid, "timeout": CONTROL_S}, timeout=2 * CONTROL_S)["exit"]
+
+    def tree(self, worker: WorkerHandle, exclude: Collection[int] = ()) -> list[psutil.Process]:
+        """Every process under the zygote (daemons reparent to it), less the subtrees of the workers in
+        ``exclude`` (a sidecar's, whose memory its own watchdog counts)."""
         try:
-            return psutil.Process(self._info["pid"]).children(recursive=True)
+            procs = psutil.Process(self._info["pid"]).children(recursive=True)
         except (psutil.Error, KeyError):
             return []
+        skip = {p.pid for p in procs if p.pid in exclude}  # live children of ours: no reused pids
+        for pid in list(skip):
+            skip.update(p.pid for p in subtree(pid))
+        return [p for p in procs if p.pid not in skip]
+
+    def subtree(self, worker: WorkerHandle) -> list[psutil.Process]:
+        """One worker and its descendants (a sidecar's memory)."""
+        return subtree(worker.pid)
 
     def protections(self) -> list[str]:
         active = ["subreaper cleanup"] if self._info.get("subreaper") else []
@@ -178,19 +209,21 @@ class ZygoteSlot:
     def begin_close(self) -> None:
         """Ask the zygote to sweep and exit, without waiting (``close`` collects it): its exit then
         overlaps whatever the grader does next. Only once no sandbox uses this slot."""
-        if self._closed or self._exit_sent or not self._info or self._proc is None or self._proc.poll() is not None:
-            return
-        assert self._ctl is not None
-        with contextlib.suppress(OSError):
-            socket.send_fds(self._ctl, [json.dumps({"op": "exit"}).encode()], [])
-            self._exit_sent = True
+        with self._lock:
+            if self._closed or self._exit_sent or not self._info or self._proc is None or self._proc.poll() is not None:
+                return
+            assert self._ctl is not None
+            with contextlib.suppress(OSError):
+                socket.send_fds(self._ctl, [json.dumps({"op": "exit"}).encode()], [])
+                self._exit_sent = True
 
     def close(self) -> None:
         self._closed = True
         try:
             if self._info and self._proc is not None and self._proc.poll() is None:
                 if self._exit_sent:
-                    self._receive(10)
+                    with self._lock:
+                        self._receive(10)
                 else:
                     self._call({"op": "exit"}, timeout=10)
                 self._proc.wait(10)
@@ -204,12 +237,14 @@ class ZygoteSlot:
     # -- control socket ------------------------------------------------------------------------
 
     def _call(self, message: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = CONTROL_S) -> dict[str, Any]:
-        assert self._ctl is not None
-        try:
-            socket.send_fds(self._ctl, [json.dumps(message).encode()], list(fds))
-        except OSError as exc:
-            raise self._fail(f"zygote unreachable: {exc}") from None
-        return self._receive(timeout)
+        with self._lock:
+            if self._ctl is None:
+                raise SlotError("the zygote is gone")
+            try:
+                socket.send_fds(self._ctl, [json.dumps(message).encode()], list(fds))
+            except OSError as exc:
+                raise self._fail(f"zygote unreachable: {exc}") from None
+            return self._receive(timeout)
 
     def _receive(self, timeout: float) -> dict[str, Any]:
         assert self._ctl is not None
@@ -288,12 +323,8 @@ class SpawnSlot:
         assert worker.popen is not None
         return worker.popen.wait()
 
-    def tree(self, worker: WorkerHandle) -> list[psutil.Process]:
-        try:
-            root = psutil.Process(worker.pid)
-            return [root] + root.children(recursive=True)
-        except psutil.Error:
-            return []
+    def tree(self, worker: WorkerHandle, exclude: Collection[int] = ()) -> list[psutil.Process]:
+        return subtree(worker.pid)  # one worker at a time: nothing to exclude
 
     def protections(self) -> list[str]:
         active = ["process-tree and environment-token cleanup"]

@@ -218,6 +218,8 @@ class Zygote:
         if op == "sweep":
             killed = self._sweep(request.get("uid"))
             return {"killed": killed, "exit": self.exits.get(request.get("pid") or -1)}
+        if op == "stop":
+            return {"exit": self._stop_one(int(request["pid"]), float(request["timeout"]))}
         return {"error": f"unknown op {op!r}"}
 
     def _spawn(self, cfg: dict[str, Any], fds: list[int]) -> int:
@@ -258,6 +260,18 @@ class Zygote:
             self._reap()
             time.sleep(0.002)
         return self.exits.get(pid)
+
+    def _stop_one(self, pid: int, timeout: float) -> int | None:
+        """SIGKILL one worker and its descendants, leaving the other workers alone; its exit code. Only
+        an unreaped child of ours is signalled: its pid cannot have been reused."""
+        self._reap()
+        if pid in self.workers:
+            for child, _ in _descendants(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return self._wait_for(pid, timeout)
 
     def _sweep(self, uid: int | None) -> int:
         """SIGKILL every descendant (and, as root, every process of ``uid``) until none is left."""

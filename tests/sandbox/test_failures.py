@@ -8,7 +8,7 @@ import pytest
 import torch
 from sandbox_helpers import IS_ROOT, OpenSandbox, call, head_inputs
 
-from grader.sandbox import WorkerPool
+from grader.sandbox import Sandbox, WorkerPool
 
 X = head_inputs()[0]
 
@@ -182,3 +182,60 @@ def test_killing_the_zygote_is_refused_or_survived(open_sandbox: OpenSandbox, po
         assert reply.duration_s < 5
     after = call(sb, "fine", X)
     assert after.status == "ok", after.message
+
+
+# -- a sidecar worker beside the sandbox's own ------------------------------------------------------
+
+
+def _sidecar_or_skip(sb: Sandbox) -> Sandbox:
+    side = sb.sidecar()
+    if side is None:
+        pytest.skip("sidecars exist only where workers fork from a zygote")
+    return side
+
+
+def test_sidecar_hang_stops_only_the_sidecar_worker(open_sandbox: OpenSandbox) -> None:
+    sb = open_sandbox("call_hang", per_call_timeout_s=1)
+    assert call(sb, "fast", X).status == "ok"
+    side = _sidecar_or_skip(sb)
+    assert call(side, "fast", X).status == "ok"
+    main_pid = sb._live.worker.pid if sb._live else None
+    reply = call(side, "hang", X)
+    assert reply.status == "timeout"  # the call's own: not an interruption
+    assert side.interruptions == 0 and sb.interruptions == 0
+    assert sb._live is not None and sb._live.worker.pid == main_pid  # never swept
+    assert call(sb, "fast", X).status == "ok"
+    assert call(side, "fast", X).status == "ok"  # a fresh sidecar worker
+    assert 0 < sb.budget_left_s <= sb.limits.per_submission_timeout_s - 1  # the sidecar's hang was charged
+    side.close()
+    assert call(sb, "fast", X).status == "ok"
+
+
+def test_a_sweep_of_the_sandbox_interrupts_its_sidecar(open_sandbox: OpenSandbox) -> None:
+    sb = open_sandbox("call_hang", per_call_timeout_s=1)
+    assert call(sb, "fast", X).status == "ok"
+    side = _sidecar_or_skip(sb)
+    assert call(side, "fast", X).status == "ok"
+    assert call(sb, "hang", X).status == "timeout"  # the sweep kills every worker of the slot
+    reply = call(side, "fast", X)
+    assert reply.status == "crash" and side.interruptions == 1  # the caller repeats it serially
+    assert call(side, "fast", X).status == "ok"
+
+
+def test_closing_the_sandbox_closes_its_sidecar(open_sandbox: OpenSandbox) -> None:
+    import psutil
+
+    sb = open_sandbox("good")
+    assert sb.start().status == "ok"
+    side = _sidecar_or_skip(sb)
+    assert side.start().status == "ok"
+    assert side._live is not None
+    pid = side._live.worker.pid
+    assert sb._live is not None
+    # each worker's memory watchdog counts its own processes: the sandbox's tree leaves the sidecar out
+    main_tree = {p.pid for p in sb._slot.tree(sb._live.worker, exclude=sb._sidecar_pids())}
+    assert sb._live.worker.pid in main_tree and pid not in main_tree
+    sb.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(RuntimeError, match="closed"):
+        side.request("echo", {}, {})
