@@ -273,6 +273,7 @@ def grade_entry(
             pool=pool,
             tests_pool=tests_pool,
             label=label,
+            parallel=False,  # every slot grades a submission of its own already
         )
     except SubmissionError as exc:
         return "invalid", unreadable_result(label, rubric, f"Your submission could not be read: {exc}")

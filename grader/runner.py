@@ -12,11 +12,12 @@ import shlex
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.checks._exercises import reference_statistics, stats_seed
+from grader.checks._exercises import stats_seed
 from grader.diagnosis import attach_causes, diagnose
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.library import load_reference
@@ -45,6 +46,7 @@ def grade(
     label: str | None = None,
     visuals: bool = True,
     definitions_only: bool = False,
+    parallel: bool = True,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -53,6 +55,8 @@ def grade(
     neither given, one private pool of two slots serves both, one slot each. ``visuals=False`` skips
     the report's visualisation data (about a second) when no report will be written.
     ``definitions_only``: grade a module on its definitions only, as a notebook is (no top-level code runs).
+    ``parallel``: run the checks of the other contract functions on a second worker meanwhile (see
+    :func:`_run_checks`); a batch, whose slots are all busy with other submissions, passes False.
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
@@ -60,7 +64,7 @@ def grade(
     selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
     ref = load_reference()
     plot = visuals and not only  # the report's pictures; --only runs are about one check
-    reference_side = _prefetch_reference(ref, seed, exercise_3="score_scale_experiment" in selected, plot=plot)
+    reference_side = _reference_side(ref, seed, plot=plot)
     with contextlib.ExitStack() as stack:
         if pool is None:
             pool = stack.enter_context(WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True))
@@ -76,15 +80,16 @@ def grade(
         )
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable)
-            results = []
             memo: dict[str, object] = {}  # what several checks (and the plot) use: precision, Exercise 3
-            for cid in selected:
+
+            def run(cid: str, on: Head) -> CheckResult:
                 ctx = Ctx(
-                    head, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
+                    on, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
                 )
-                results.append(run_check(CHECKS[cid], ctx, rubric.checks[cid], label))
+                return run_check(CHECKS[cid], ctx, rubric.checks[cid], label)
+
+            results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
             diagnosis = _diagnose(results, head, ref)
-            reference_side.join()
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
             out = sandbox.output
@@ -107,19 +112,133 @@ def grade(
     )
 
 
-def _prefetch_reference(ref: ModuleType, seed: int, *, exercise_3: bool, plot: bool) -> threading.Thread:
-    """Compute the reference side of Exercise 3 (trusted code, cached per process) in a thread, while the
-    worker starts and answers: the grader would otherwise wait for it after the worker is done."""
+RunOne = Callable[[str, Head], CheckResult]
+
+
+def _beside_the_head(spec: CheckSpec) -> bool:
+    """A check of other contract functions than the head (the Gaussian kernel, Exercise 3, the extensions)."""
+    return bool(spec.needs) and "causal_self_attention" not in spec.needs
+
+
+def _run_checks(
+    selected: list[str],
+    run: RunOne,
+    sandbox: Sandbox,
+    head: Head,
+    *,
+    parallel: bool,
+    meanwhile: Callable[[], None] = lambda: None,
+) -> list[CheckResult]:
+    """Every selected check's result, in rubric order; ``meanwhile`` (trusted work, the reference side)
+    runs in a thread beside the checks, or after the sidecar's checks in its thread.
+
+    With ``parallel``, once the first check has started the worker, the checks of the other contract
+    functions run on a second worker (``Sandbox.sidecar``) in a thread while the head's checks run here:
+    one core each on a two-core laptop. The verdicts are the serial ones: each check makes the same seeded
+    calls of the same functions, the two Heads share what a hang taught, and a check that met an
+    interruption while both ran (a crash, budget or import failure: a sweep after a hang here kills the
+    sidecar's worker too) is run again here at the end, alone. A timed check waits for the sidecar.
+    """
+    beside = [cid for cid in selected if parallel and _beside_the_head(CHECKS[cid])]
+    here = [cid for cid in selected if cid not in beside]
+    if not beside or not here or not sandbox.sidecar_possible:
+        with _thread(meanwhile):
+            return [run(cid, head) for cid in selected]
+    done = {here[0]: run(here[0], head)}
+    side = _Sidecar.begin(sandbox, head, beside, run, then=meanwhile)
+    if side is None:  # the first check found no second worker possible: the rest in rubric order
+        with _thread(meanwhile):
+            done.update((cid, run(cid, head)) for cid in selected if cid not in done)
+        return [done[cid] for cid in selected]
+    again: list[str] = []
+    for cid in here[1:]:
+        if CHECKS[cid].timed:
+            side.wait_for_checks()
+        before, started = sandbox.interruptions, time.monotonic()
+        done[cid] = run(cid, head)
+        if sandbox.interruptions != before and side.ran_since(started):
+            again.append(cid)
+    side.join()
+    done.update(side.done)
+    for cid in sorted(again + side.again, key=selected.index):
+        done[cid] = run(cid, head)
+    return [done[cid] for cid in selected]
+
+
+class _Sidecar:
+    """Checks run on a sidecar worker in a thread; ``done`` holds the results to keep, ``again`` the
+    checks to run again serially (an interruption, or an error of ours on this side)."""
+
+    def __init__(self, sandbox: Sandbox, head: Head, ids: list[str], run: RunOne, then: Callable[[], None]) -> None:
+        self._sandbox, self._head, self._ids, self._run, self._then = sandbox, head, ids, run, then
+        self.done: dict[str, CheckResult] = {}
+        self.again: list[str] = []
+        self._finished: float | None = None
+        self._checks_done = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="sidecar-checks", daemon=True)
+
+    @classmethod
+    def begin(
+        cls, sandbox: Sandbox, head: Head, ids: list[str], run: RunOne, then: Callable[[], None]
+    ) -> _Sidecar | None:
+        side = sandbox.sidecar()
+        if side is None:
+            return None
+        sidecar = cls(side, head.beside(side), ids, run, then)
+        sidecar._thread.start()
+        return sidecar
+
+    def _work(self) -> None:
+        try:
+            for cid in self._ids:
+                before = self._sandbox.interruptions
+                result = self._run(cid, self._head)
+                if self._sandbox.interruptions != before or result.status == "error":
+                    self.again.append(cid)
+                else:
+                    self.done[cid] = result
+        except BaseException:  # pragma: no cover - run_check never raises; then run them all here again
+            self.again = [cid for cid in self._ids if cid not in self.done]
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                self._sandbox.close()  # its worker only; its CPU goes back to the head's checks
+            self._finished = time.monotonic()
+            self._checks_done.set()
+            self._then()
+
+    def wait_for_checks(self) -> None:
+        """Until the sidecar's checks are done and its worker is gone (``then`` may still run)."""
+        self._checks_done.wait()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def ran_since(self, moment: float) -> bool:
+        finished = self._finished
+        return finished is None or finished > moment
+
+
+def _reference_side(ref: ModuleType, seed: int, *, plot: bool) -> Callable[[], None]:
+    """The reference's points of the Exercise 3 plot (trusted code, cached per process), to compute while
+    the worker answers: the grader would otherwise compute them after the worker is done."""
 
     def work() -> None:
-        if exercise_3:
-            reference_statistics(ref, stats_seed(seed))
         if plot:
             reference_scale(ref, stats_seed(seed))
 
-    thread = threading.Thread(target=work, name="reference-prefetch", daemon=True)
+    return work
+
+
+@contextlib.contextmanager
+def _thread(work: Callable[[], None]) -> Iterator[None]:
+    """Run ``work`` in a thread for the duration of the block."""
+    thread = threading.Thread(target=work, name="reference-side", daemon=True)
     thread.start()
-    return thread
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def _diagnose(results: list[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:

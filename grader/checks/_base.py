@@ -119,6 +119,7 @@ class CheckSpec:
     needs: tuple[str, ...]
     optional: bool
     fn: Callable[[Ctx], Verdict]
+    timed: bool = False  # its verdict rests on timing: nothing else may run meanwhile
 
 
 CHECKS: dict[str, CheckSpec] = {}
@@ -131,12 +132,14 @@ def check(
     cites: str,
     needs: tuple[str, ...] = ("causal_self_attention",),
     optional: bool = False,
+    timed: bool = False,
 ) -> Callable[[Callable[[Ctx], Verdict]], Callable[[Ctx], Verdict]]:
-    """Register ``fn`` as check ``id``. ``optional`` checks are skipped when their function is absent."""
+    """Register ``fn`` as check ``id``. ``optional`` checks are skipped when their function is absent;
+    ``timed`` checks judge timings, so no other check runs meanwhile."""
 
     def register(fn: Callable[[Ctx], Verdict]) -> Callable[[Ctx], Verdict]:
         assert id not in CHECKS, f"duplicate check id {id}"
-        CHECKS[id] = CheckSpec(id, title, cites, needs, optional, fn)
+        CHECKS[id] = CheckSpec(id, title, cites, needs, optional, fn, timed)
         return fn
 
     return register

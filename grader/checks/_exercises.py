@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import math
-import threading
-from types import ModuleType
 
 import torch
 
@@ -108,40 +105,31 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
     return passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")
 
 
-# Exercise 3 bands. Student side: STATS_SAMPLES samples at T = STATS_T (the report's plot reuses them);
-# the reference's typical largest weight: REF_SAMPLES samples, once per process (prefetched while the worker
-# starts). Measured sampling std over 40 seeds: raw std / sqrt(d_k) 0.55% at 50 samples (d_k = 16, the
-# worst), so the ±5% band is 9 standard deviations; largest raw weight 0.0073 at 50 samples and 0.0054 at
-# 100 (0.0038 at 200, times sqrt(2)), d_k = 16 the worst, so the difference has std 0.0091 and the ±0.05
-# band is 5.5 of them. A correct submission fails with probability about 4e-8 (two-sided normal), under
-# the 1e-6 goal.
+# Exercise 3 bands, for the student's measurement at STATS_SAMPLES samples and T = STATS_T (the report's
+# plot reuses it). Measured sampling std over 40 seeds at 50 samples (d_k = 16, the worst): raw std / sqrt(d_k)
+# 0.55%, so the ±5% band is 9 standard deviations; largest raw weight 0.0073, so the ±0.05 band around the
+# population value is 6.8 of them. A correct submission fails with probability about 1e-11 (two-sided normal),
+# under the 1e-6 goal. (Until this table, each grade measured the reference at 100 samples instead: 0.17 s of
+# work per grade, and its own sampling error widened the difference to 5.5 standard deviations, 4e-8.)
 STD_BAND = 0.05
 MAX_WEIGHT_BAND = 0.05
 STAT_KEYS = ("raw_std", "scaled_std", "raw_max_weight", "scaled_max_weight")
-STATS_T, STATS_SAMPLES, REF_SAMPLES = 64, 50, 100
+STATS_T, STATS_SAMPLES = 64, 50
 STATS_DKS = (16, 64, 256)
-_REFERENCE_LOCK = threading.Lock()
+# The typical largest weight (median over rows of the largest causal softmax weight), raw and scaled, at
+# T = 64 for unit-variance Gaussian queries and keys: properties of that distribution, measured with the
+# reference's definition at 20,000 samples by benchmarks/exercise3_table.py (standard errors <= 0.0004);
+# tests/test_heads_library.py checks the reference implementation against them.
+TYPICAL_MAX_WEIGHT: dict[int, tuple[float, float]] = {
+    16: (0.6519, 0.1583),
+    64: (0.9157, 0.1603),
+    256: (0.9952, 0.1609),
+}
 
 
 def stats_seed(base_seed: int) -> int:
     """The seed handed to score_scale_statistics (the check and the report's plot use the same)."""
     return base_seed % 10_000
-
-
-def reference_statistics(ref: ModuleType, seed: int) -> dict[int, dict[str, float]]:
-    """The reference's measurement per d_k at REF_SAMPLES samples (another seed than the student's, so
-    the two samples are independent); the same for every submission graded with this seed, so computed
-    once per process. Thread-safe: the runner prefetches it while the worker starts."""
-    with _REFERENCE_LOCK:
-        return _reference_statistics(ref, seed)
-
-
-@functools.lru_cache(maxsize=8)
-def _reference_statistics(ref: ModuleType, seed: int) -> dict[int, dict[str, float]]:
-    return {
-        d_k: dict(ref.score_scale_statistics(d_k, T=STATS_T, n_samples=REF_SAMPLES, seed=seed + 1))
-        for d_k in STATS_DKS
-    }
 
 
 @check(
@@ -152,8 +140,8 @@ def _reference_statistics(ref: ModuleType, seed: int) -> dict[int, dict[str, flo
 )
 def score_scale_experiment(ctx: Ctx) -> Verdict:
     """Exercise 3 / Lemma 5.5: for unit-variance Gaussian q, k the raw score std is about sqrt(d_k) and the
-    scaled std about 1 (within a sampling band a correct submission leaves with probability < 1e-6); the
-    typical largest weight agrees with the reference measurement and grows with saturation."""
+    scaled std about 1, and the typical largest weight is that of the distribution, raw and scaled (each
+    within a sampling band a correct submission leaves with probability < 1e-6)."""
     T, n, seed = STATS_T, STATS_SAMPLES, stats_seed(ctx.base_seed)
     for d_k in STATS_DKS:
         got = ctx.head.statistics(d_k, T=T, n_samples=n, seed=seed)
@@ -170,7 +158,7 @@ def score_scale_experiment(ctx: Ctx) -> Verdict:
                 f"score_scale_statistics({d_k}) did not return finite numbers for {', '.join(missing)}.",
                 counterexample=cx,
             )
-        ref = reference_statistics(ctx.ref, seed)[d_k]
+        raw_typical, scaled_typical = TYPICAL_MAX_WEIGHT[d_k]
         checks = (
             (
                 "raw_std / sqrt(d_k)",
@@ -189,14 +177,14 @@ def score_scale_experiment(ctx: Ctx) -> Verdict:
             (
                 "scaled_max_weight",
                 got["scaled_max_weight"],
-                ref["scaled_max_weight"],
+                scaled_typical,
                 MAX_WEIGHT_BAND,
                 "the median over rows of the largest causal weight of softmax(S / sqrt(d_k))",
             ),
             (
                 "raw_max_weight",
                 got["raw_max_weight"],
-                ref["raw_max_weight"],
+                raw_typical,
                 MAX_WEIGHT_BAND,
                 "the median over rows of the largest causal weight of softmax(S), unscaled",
             ),

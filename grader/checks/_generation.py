@@ -324,6 +324,7 @@ def slowdown(t: Timing) -> tuple[float, float, float, str]:
     "performance",
     title="the head is not many times slower than the plain batched formula at T = 1024",
     cites="Section 8 (computational cost)",
+    timed=True,
 )
 def performance(ctx: Ctx) -> Verdict:
     """Section 8: the head costs O(T^2 d_k) arithmetic done in a few batched products; a Python loop over
