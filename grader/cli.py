@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from rich.console import Console
 
     from grader.models import GradeResult
 
@@ -50,8 +49,10 @@ def _grade_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _fail(console: Console, message: str) -> int:
-    console.print(f"[bold red]grade: error:[/] {message}", highlight=False)
+def _fail(message: str) -> int:
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False).print(f"[bold red]grade: error:[/] {message}", highlight=False)
     return USAGE_ERROR
 
 
@@ -78,38 +79,33 @@ def grade_main(argv: list[str]) -> int:
     uid_base = _uid_base(args.rubric)
     with WorkerPool(2, uid_base=uid_base, lazy=True) as pool:
         pool.prestart(1)
-        from rich.console import Console
-
         from grader.rubric import RubricError, load_rubric, validate_check_ids
         from grader.submission import SubmissionError
 
-        console = Console(stderr=False, highlight=False)
-        err = Console(stderr=True, highlight=False)
         try:
             rubric = load_rubric(args.rubric, check_ids=False)
         except RubricError as exc:
-            return _fail(err, str(exc))
+            return _fail(str(exc))
         if rubric.limits.sandbox_uid_base != uid_base:  # the light read disagrees: never guess
-            return _fail(err, f"{args.rubric}: limits.sandbox_uid_base could not be read")
+            return _fail(f"{args.rubric}: limits.sandbox_uid_base could not be read")
         unknown = [c for c in args.only or [] if c not in rubric.checks]
         if unknown:
-            return _fail(err, f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
+            return _fail(f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
         try:
             validate_check_ids(rubric, args.rubric)
         except RubricError as exc:
-            return _fail(err, str(exc))
+            return _fail(str(exc))
         import torch
 
         if args.device == "cuda" and not torch.cuda.is_available():
-            return _fail(err, "--device cuda was given but torch sees no CUDA GPU on this machine")
+            return _fail("--device cuda was given but torch sees no CUDA GPU on this machine")
         # The grader's own tensors are small: one thread leaves the other cores to the worker (on two
         # cores, a second intra-op thread here only contends with it).
         torch.set_num_threads(1)
         from grader.runner import grade
 
         report = args.html is not None or args.json is not None  # the visualisations are for the report
-        if report:
-            threading.Thread(target=_prepare_report, name="report-warmup", daemon=True).start()
+        threading.Thread(target=_prepare_output, args=(report,), name="output-warmup", daemon=True).start()
         try:
             result = grade(
                 args.submission,
@@ -123,21 +119,25 @@ def grade_main(argv: list[str]) -> int:
                 definitions_only=args.definitions_only,
             )
         except SubmissionError as exc:
-            return _fail(err, str(exc))
+            return _fail(str(exc))
         # Every process the submission started is gone (the sandbox swept them); the zygote's own exit
         # now overlaps writing the files.
         pool.begin_close()
         _write_outputs(result, args.json, args.html, args.junit)
-        _print(result, console, quiet=args.quiet)
+        _print(result, quiet=args.quiet)
     if args.fail_under is not None and result.percent < args.fail_under:
         return 1
     return 0
 
 
-def _prepare_report() -> None:
-    """Import the report's modules and compile its templates while the checks run (this process mostly
-    waits for the worker then): about 0.1 s less after grading. The imported and included templates too:
-    jinja compiles those at their first render otherwise."""
+def _prepare_output(report: bool) -> None:
+    """Import the terminal view (rich) and, for a report, the report's modules and templates while the
+    checks run (this process mostly waits for the workers then): about 0.1 s less after grading. The
+    imported and included templates too: jinja compiles those at their first render otherwise."""
+    import grader.report.terminal  # noqa: F401
+
+    if not report:
+        return
     from grader.report.html import jinja_environment
 
     env = jinja_environment()
@@ -164,8 +164,12 @@ def _write_outputs(
         write_atomic(html_path, render_html(result))
 
 
-def _print(result: GradeResult, console: Console, *, quiet: bool) -> None:
+def _print(result: GradeResult, *, quiet: bool) -> None:
+    from rich.console import Console
+
     from grader.report.terminal import render_terminal
+
+    console = Console(stderr=False, highlight=False)
 
     if quiet:
         console.print(f"{result.score:g} / {result.max_score:g}")
