@@ -239,3 +239,19 @@ def test_closing_the_sandbox_closes_its_sidecar(open_sandbox: OpenSandbox) -> No
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(RuntimeError, match="closed"):
         side.request("echo", {}, {})
+
+
+@pytest.mark.slow
+def test_a_sidecar_memory_bomb_is_the_sidecars_alone(open_sandbox: OpenSandbox) -> None:
+    """Each worker's watchdog counts its own processes: the sidecar's tree is killed, the sandbox's
+    worker is neither counted nor touched."""
+    sb = open_sandbox("memory", memory_mb=1024, per_call_timeout_s=30)
+    assert sb.request("echo", {}, {"x": X}).status == "ok"
+    side = _sidecar_or_skip(sb)
+    assert sb._live is not None
+    main_pid = sb._live.worker.pid
+    reply = call(side, "fork_hogs", X, n=5, mb=300)  # 1.5 GiB in the sidecar's tree
+    assert reply.status == "crash" and reply.message.startswith("memory limit (1024 MiB) exceeded"), reply.message
+    assert side.interruptions == 1 and sb.interruptions == 0
+    assert sb._live is not None and sb._live.worker.pid == main_pid
+    assert sb.request("echo", {}, {"x": X}).status == "ok"
