@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-
     from grader.models import GradeResult
 
 USAGE_ERROR = 2
