@@ -198,10 +198,6 @@ class ZygoteSlot:
             skip.update(p.pid for p in subtree(pid))
         return [p for p in procs if p.pid not in skip]
 
-    def subtree(self, worker: WorkerHandle) -> list[psutil.Process]:
-        """One worker and its descendants (a sidecar's memory)."""
-        return subtree(worker.pid)
-
     def protections(self) -> list[str]:
         active = ["subreaper cleanup"] if self._info.get("subreaper") else []
         return active + (["kill(-1) as sandbox uid"] if self.uid is not None else [])
@@ -212,9 +208,8 @@ class ZygoteSlot:
         with self._lock:
             if self._closed or self._exit_sent or not self._info or self._proc is None or self._proc.poll() is not None:
                 return
-            assert self._ctl is not None
-            with contextlib.suppress(OSError):
-                socket.send_fds(self._ctl, [json.dumps({"op": "exit"}).encode()], [])
+            with contextlib.suppress(SlotError):
+                self._send({"op": "exit"})
                 self._exit_sent = True
 
     def close(self) -> None:
@@ -238,13 +233,16 @@ class ZygoteSlot:
 
     def _call(self, message: dict[str, Any], fds: tuple[int, ...] = (), timeout: float = CONTROL_S) -> dict[str, Any]:
         with self._lock:
-            if self._ctl is None:
-                raise SlotError("the zygote is gone")
-            try:
-                socket.send_fds(self._ctl, [json.dumps(message).encode()], list(fds))
-            except OSError as exc:
-                raise self._fail(f"zygote unreachable: {exc}") from None
+            self._send(message, fds)
             return self._receive(timeout)
+
+    def _send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+        if self._ctl is None:
+            raise SlotError("the zygote is gone")
+        try:
+            socket.send_fds(self._ctl, [json.dumps(message).encode()], list(fds))
+        except OSError as exc:
+            raise self._fail(f"zygote unreachable: {exc}") from None
 
     def _receive(self, timeout: float) -> dict[str, Any]:
         assert self._ctl is not None

@@ -266,11 +266,7 @@ class Zygote:
         an unreaped child of ours is signalled: its pid cannot have been reused."""
         self._reap()
         if pid in self.workers:
-            for child, _ in _descendants(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            _sigkill([child for child, _ in _descendants(pid)] + [pid])
         return self._wait_for(pid, timeout)
 
     def _sweep(self, uid: int | None) -> int:
@@ -280,14 +276,18 @@ class Zygote:
             if uid is not None and os.geteuid() == 0:
                 _kill_uid(uid)
             live = [pid for pid, state in _descendants(os.getpid()) if state != "Z"]
-            for pid in live:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            _sigkill(live)
             killed += len(live)
             if not self._reap() and not live:
                 return killed
             time.sleep(0.002)
         return killed
+
+
+def _sigkill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # exited meanwhile
+            os.kill(pid, signal.SIGKILL)
 
 
 def _kill_uid(uid: int) -> None:
