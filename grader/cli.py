@@ -2,6 +2,7 @@
 
     grade SUBMISSION [--rubric F] [--json F] [--html F] [--only ID ...] [--seed N] [--fail-under X]
     grade schema                      print the JSON Schema of --json output
+    grade student-kit --out DIR       the wheel students install: no reference, no chaffs (grader/kit.py)
 
 Exit status: 0 after grading, 1 when the score is under --fail-under, 2 on usage errors.
 """
@@ -27,8 +28,8 @@ def _grade_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="grade",
         description="Grade a Project Step 4 attention head against the lecture's theorems.",
-        epilog="Other commands: grade schema | grade batch | grade gradescope | grade gradescope-bundle "
-        "(each has --help).",
+        epilog="Other commands: grade schema | grade batch | grade gradescope | grade gradescope-bundle | "
+        "grade student-kit (each has --help).",
     )
     p.add_argument("submission", type=Path, help="attention_head.py, a folder holding it, a .zip or a .ipynb")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
@@ -197,9 +198,19 @@ def _gradescope_main(argv: list[str]) -> int:
 
 
 def _bundle_main(argv: list[str]) -> int:
+    from grader.library import reference_available
+
+    if not reference_available():
+        return _fail("this is the student kit: the Gradescope bundle is built from the instructor's grader")
     from grader.gradescope import bundle_main
 
     return bundle_main(argv)
+
+
+def _kit_main(argv: list[str]) -> int:
+    from grader.kit import kit_main
+
+    return kit_main(argv)
 
 
 SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
@@ -207,6 +218,7 @@ SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "batch": _batch_main,
     "gradescope": _gradescope_main,
     "gradescope-bundle": _bundle_main,
+    "student-kit": _kit_main,
 }
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.models import CheckResult, GradeResult, Heatmap
+from grader.packaging import package_files, pyproject
 from grader.report import wording
 
 ROOT_VAR = "STEP4_AUTOGRADER_ROOT"  # tests point the default paths at a fake /autograder tree
@@ -233,7 +234,13 @@ def _grade(submission: Path, rubric_path: Path | None, memory_mb: int | None, ou
     label = target.name if target.is_file() else f"{rubric.entry_points.module}.py"
     try:
         # One slot for the head, a lazily started one for the student's own tests (as the CLI does).
-        with WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True) as pool:
+        # Workers may read nothing of /autograder but the grader's virtual environment: not the source
+        # (reference, rubric), the original submission or the results.
+        root = autograder_root()
+        secrets = [root / "source", root / "results", submission]
+        with WorkerPool(
+            2, uid_base=rubric.limits.sandbox_uid_base, lazy=True, secret_paths=secrets, guarded_paths=[root]
+        ) as pool:
             pool.prestart(1)
             result = grade(target, rubric, pool=pool, tests_pool=pool, label=label)
         # the pool is closed: its zygote swept every process the submission started
@@ -393,79 +400,6 @@ exit 0
 """
 
 
-def _package_files() -> list[tuple[str, Path]]:
-    """(path inside the bundle's source tree, file) for the whole installed package and its data."""
-    from grader._paths import _MAPPED, _PACKAGE, bundled
-
-    skip_dirs = {"__pycache__"}
-    files: list[tuple[str, Path]] = []
-
-    def walk(src: Path, dest: str, exclude_top: set[str]) -> None:
-        for path in sorted(src.rglob("*")):
-            rel = path.relative_to(src)
-            if rel.parts[0] in exclude_top or skip_dirs & set(rel.parts) or path.suffix == ".pyc":
-                continue
-            if path.is_file() and not path.is_symlink():
-                files.append((f"{dest}/{rel.as_posix()}", path))
-
-    walk(_PACKAGE, "grader", set(_MAPPED.values()))
-    for name, mapped in _MAPPED.items():
-        walk(bundled(name), f"grader/{mapped}", set())
-    return files
-
-
-def _dependencies() -> list[str]:
-    from importlib import metadata
-
-    from grader._paths import _PACKAGE
-
-    try:
-        return [r for r in metadata.requires("step4-grader") or [] if "extra ==" not in r]
-    except metadata.PackageNotFoundError:  # a source checkout that was never installed
-        import tomllib
-
-        project = tomllib.loads((_PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
-        return list(project["project"]["dependencies"])
-
-
-def _pyproject(files: list[tuple[str, Path]]) -> str:
-    """A pyproject.toml that installs the bundled tree as the ``step4-grader`` distribution."""
-    import grader
-
-    dirs = sorted({name.rsplit("/", 1)[0] for name, _ in files})
-    packages = [d for d in dirs if not any(part.startswith(".") for part in d.split("/"))]
-    data: dict[str, list[str]] = {}
-    for name, _ in files:
-        if name.endswith(".py"):
-            continue
-        owner = max((p for p in packages if name.startswith(p + "/")), key=len)
-        data.setdefault(owner, []).append(name[len(owner) + 1 :])
-    quote = json.dumps
-    lines = [
-        "[build-system]",
-        'requires = ["setuptools>=68"]',
-        'build-backend = "setuptools.build_meta"',
-        "",
-        "[project]",
-        'name = "step4-grader"',
-        f"version = {quote(grader.__version__)}",
-        'requires-python = ">=3.11"',
-        f"dependencies = [{', '.join(quote(d) for d in _dependencies())}]",
-        "",
-        "[project.scripts]",
-        'grade = "grader.cli:run"',
-        "",
-        "[tool.setuptools]",
-        f"packages = [{', '.join(quote(p.replace('/', '.')) for p in packages)}]",
-        "",
-        "[tool.setuptools.package-data]",
-    ]
-    lines += [
-        f"{quote(p.replace('/', '.'))} = [{', '.join(quote(f) for f in sorted(fs))}]" for p, fs in sorted(data.items())
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = zipfile.ZipInfo(name, date_time=_EPOCH)
     info.external_attr = (stat.S_IFREG | mode) << 16
@@ -492,14 +426,14 @@ def build_bundle(out: Path, rubric_path: Path | None = None, *, memory_mb: int =
     torch_version = metadata.version("torch").split("+", 1)[0]
     setup = SETUP_SH.replace("{torch}", torch_version).replace("{uid_base}", str(rubric.limits.sandbox_uid_base))
     setup = setup.replace("{course_packages}", _course_packages_line(rubric.packages))
-    files = _package_files()
+    files = package_files()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         _add(zf, "setup.sh", setup.encode(), 0o755)
         run = RUN_AUTOGRADER.replace("{memory_mb}", str(memory_mb))
         _add(zf, "run_autograder", run.encode(), 0o755)
         _add(zf, "rubric.toml", Path(rubric_file).read_bytes())
-        _add(zf, "step4-grader/pyproject.toml", _pyproject(files).encode())
+        _add(zf, "step4-grader/pyproject.toml", pyproject(files).encode())
         for name, path in files:
             _add(zf, f"step4-grader/{name}", path.read_bytes())
         names = zf.namelist()

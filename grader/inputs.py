@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -94,6 +95,19 @@ def make_case(
     if w_scale != 1.0:
         params += (("w_scale", w_scale),)
     return Case(X.to(dtype), W_Q.to(dtype), W_K.to(dtype), W_V.to(dtype), shape, seed, params)
+
+
+def family_cases(
+    base_seed: int,
+    check_id: str,
+    families: tuple[Shape, ...] = FAMILIES,
+    *,
+    dtype: torch.dtype = torch.float64,
+    **kw: float,
+) -> Iterator[Case]:
+    """One seeded case per shape family, smallest first (a check's ``Ctx.cases``)."""
+    for k, shape in enumerate(families):
+        yield make_case(shape, seed=check_seed(base_seed, check_id, k), dtype=dtype, **kw)
 
 
 def simple_cases(*, seed: int, dtype: torch.dtype = torch.float64) -> list[Case]:

@@ -20,6 +20,11 @@ def reference_path() -> Path:
     return bundled("reference") / "attention_head.py"
 
 
+def reference_available() -> bool:
+    """Whether this is the instructor's edition (the student kit holds no reference and no known heads)."""
+    return reference_path().is_file()
+
+
 @cache
 def load_reference() -> ModuleType:
     """The trusted reference head, imported in the grader under a private module name."""
@@ -56,7 +61,9 @@ def materialize(override: str) -> str:
 
 @cache
 def known_heads(kind: str) -> tuple[KnownHead, ...]:
-    """All chaffs (``kind="chaff"``) or variants (``kind="variant"``) in catalog order."""
+    """All chaffs (``kind="chaff"``) or variants (``kind="variant"``) in catalog order; none in the kit."""
+    if not reference_available():
+        return ()
     catalog = tomllib.loads((bundled("reference") / f"{kind}s" / "catalog.toml").read_text(encoding="utf-8"))
     heads = []
     for entry in catalog.get(kind, []):

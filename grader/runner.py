@@ -14,19 +14,22 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._exercises import stats_seed
 from grader.diagnosis import attach_causes, diagnose
 from grader.head import Head, MissingFunction, StudentFailure
-from grader.library import load_reference
 from grader.models import CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.submission import contract_names, prepare
 from grader.visuals import collect_visuals, reference_scale
 
+KIT_NOTE = (
+    "Graded with the student kit: reference_match and the Gaussian checks compare with the reference's stored "
+    "outputs on fixed public cases, and your own tests are graded on submission."
+)
 RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with
 
 
@@ -47,6 +50,7 @@ def grade(
     visuals: bool = True,
     definitions_only: bool = False,
     parallel: bool = True,
+    oracle: Oracle | None = None,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -57,12 +61,14 @@ def grade(
     ``definitions_only``: grade a module on its definitions only, as a notebook is (no top-level code runs).
     ``parallel``: run the checks of the other contract functions on a second worker meanwhile (see
     :func:`_run_checks`); a batch, whose slots are all busy with other submissions, passes False.
+    ``oracle``: what reference_match and the Gaussian checks compare with (default: the installed edition's,
+    :func:`grader.oracle.load_oracle`).
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
     label = label or str(submission)
     selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
-    ref = load_reference()
+    ref = oracle or load_oracle()
     plot = visuals and not only  # the report's pictures; --only runs are about one check
     reference_side = _reference_side(ref, seed, plot=plot)
     with contextlib.ExitStack() as stack:
@@ -107,7 +113,7 @@ def grade(
         output=output,
         rubric=rubric.name,
         duration_s=round(time.perf_counter() - started, 3),
-        notes=sub.notes,
+        notes=sub.notes + ([KIT_NOTE] if ref.edition == "student" else []),
         visuals=pictures,
     )
 
@@ -219,7 +225,7 @@ class _Sidecar:
         return finished is None or finished > moment
 
 
-def _reference_side(ref: ModuleType, seed: int, *, plot: bool) -> Callable[[], None]:
+def _reference_side(ref: Oracle, seed: int, *, plot: bool) -> Callable[[], None]:
     """The reference's points of the Exercise 3 plot (trusted code, cached per process), to compute while
     the worker answers: the grader would otherwise compute them after the worker is done."""
 
@@ -241,7 +247,7 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         thread.join()
 
 
-def _diagnose(results: list[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
+def _diagnose(results: list[CheckResult], head: Head, ref: Oracle) -> list[Diagnosis]:
     """The root causes of the failing checks; a grader bug here costs the hint, never the grade."""
     try:
         return diagnose(results, head, ref)
@@ -301,8 +307,8 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, 
         title=spec.title,
         cites=spec.cites,
         status=v.status,
-        score=round(rc.points * fraction, 6),
-        max_score=rc.points,
+        score=round(rc.points * fraction, 6) if v.counted else 0.0,
+        max_score=rc.points if v.counted else 0.0,
         extra_credit=rc.extra_credit,
         visibility=rc.visibility,
         message=message,

@@ -1,5 +1,6 @@
 """Data for the report's visualisation section (Project Step 4: attention on real text and on controlled
-positional kernels), computed once per submission next to the trusted reference.
+positional kernels), computed once per submission next to the reference (grader/oracle.py: the instructor's,
+or the student kit's stored outputs and the lecture's formula).
 
 Three parts, each computed on its own so that one broken student function never hides the others:
 
@@ -21,7 +22,6 @@ import traceback
 from collections.abc import Callable
 from functools import partial
 from importlib import resources
-from types import ModuleType
 from typing import TypeVar
 
 import torch
@@ -30,6 +30,7 @@ from grader.checks._exercises import STAT_KEYS, STATS_DKS, STATS_SAMPLES, STATS_
 from grader.head import Head, StudentFailure
 from grader.inputs import Case, Shape
 from grader.models import Heatmap, KernelVisual, Panel, ScalePoint, ScaleVisual, SentenceVisual, Visuals
+from grader.oracle import Oracle
 
 SENTENCE_D, SENTENCE_DK, SENTENCE_DV = 16, 8, 8
 MAX_TOKENS = 12
@@ -120,27 +121,26 @@ def sentence_case(tokens: list[str], seed: int) -> Case:
     return Case(X, W_Q, W_K, W_V, shape, seed, (("text", "sentence"),))
 
 
-def sentence_visual(head: Head, ref: ModuleType, seed: int) -> SentenceVisual:
+def sentence_visual(head: Head, ref: Oracle, seed: int) -> SentenceVisual:
     text = shipped_sentence()
     tokens = text.split()[:MAX_TOKENS]
     case = sentence_case(tokens, seed)
 
     def reference() -> torch.Tensor:
-        with torch.no_grad():
-            return ref.causal_self_attention(*case.tensors().values(), causal=True)[1][0]
+        return ref.attention(case)[1][0]
 
     panel = _panel("sentence", lambda: head.attention(case, no_grad=True).weights[0], reference)
     return SentenceVisual(text=text, tokens=tokens, shape=case.shape.as_dict(), seed=seed, panel=panel)
 
 
-def kernel_visual(head: Head, ref: ModuleType) -> KernelVisual:
+def kernel_visual(head: Head, ref: Oracle) -> KernelVisual:
     panels = []
     for h in BANDWIDTHS:
         panels.append(
             _panel(
                 f"h = {h:g}",
                 partial(head.gaussian_weights, KERNEL_T, h),
-                partial(ref.gaussian_positional_weights, KERNEL_T, h),
+                partial(ref.gaussian_weights, KERNEL_T, h),
             )
         )
         if panels[-1].problem and panels[-1].yours is None and "timed out" in panels[-1].problem:
@@ -156,7 +156,7 @@ def _point(d_k: int, stats: dict[str, float]) -> ScalePoint:
 _REFERENCE_LOCK = threading.Lock()
 
 
-def reference_scale(ref: ModuleType, seed: int) -> tuple[ScalePoint, ...]:
+def reference_scale(ref: Oracle, seed: int) -> tuple[ScalePoint, ...]:
     """The reference's points: the same for every submission graded with this seed, so computed once per
     process; thread-safe (the runner prefetches them while the worker runs)."""
     with _REFERENCE_LOCK:
@@ -164,14 +164,11 @@ def reference_scale(ref: ModuleType, seed: int) -> tuple[ScalePoint, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def _reference_scale(ref: ModuleType, seed: int) -> tuple[ScalePoint, ...]:
-    return tuple(
-        _point(d_k, ref.score_scale_statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed))
-        for d_k in SCALE_DKS
-    )
+def _reference_scale(ref: Oracle, seed: int) -> tuple[ScalePoint, ...]:
+    return tuple(_point(d_k, ref.statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed)) for d_k in SCALE_DKS)
 
 
-def scale_visual(head: Head, ref: ModuleType, seed: int, measured: dict[str, object] | None = None) -> ScaleVisual:
+def scale_visual(head: Head, ref: Oracle, seed: int, measured: dict[str, object] | None = None) -> ScaleVisual:
     """Yours against the reference's; ``measured`` holds what the Exercise 3 check already asked the head
     (``statistics:<d_k>``, same arguments), so those points are not computed twice."""
     measured = measured or {}
@@ -197,7 +194,7 @@ def scale_visual(head: Head, ref: ModuleType, seed: int, measured: dict[str, obj
     )
 
 
-def collect_visuals(head: Head, ref: ModuleType, seed: int, measured: dict[str, object] | None = None) -> Visuals:
+def collect_visuals(head: Head, ref: Oracle, seed: int, measured: dict[str, object] | None = None) -> Visuals:
     """The visualisation data for ``GradeResult.visuals``; never raises. ``measured``: see scale_visual."""
     visuals = Visuals()
     parts: tuple[tuple[str, Callable[[], object]], ...] = (

@@ -21,6 +21,7 @@ from grader.head import HeadCall
 from grader.inputs import Case, Shape, make_case
 from grader.library import load_reference
 from grader.models import CheckResult, Counterexample, GradeResult, StudentOutput
+from grader.oracle import LiveOracle
 from grader.report import write_html
 from grader.visuals import BANDWIDTHS, collect_visuals
 
@@ -110,7 +111,7 @@ def failing_result() -> GradeResult:
         protections=["separate process"],
         devices=["cpu"],
         output=StudentOutput(text=f'<img src="https://example.com/x.png">{HOSTILE}'),
-        visuals=collect_visuals(InProcessHead(), ref, 20417),  # type: ignore[arg-type]
+        visuals=collect_visuals(InProcessHead(), LiveOracle(ref), 20417),  # type: ignore[arg-type]
     )
 
 

@@ -18,6 +18,7 @@ from grader.diagnosis import Seen, attach_causes, count_causes, diagnose, indist
 from grader.head import Head
 from grader.library import KnownHead, known_heads, load_reference, reference_path
 from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.oracle import LiveOracle
 from grader.rubric import Rubric
 from grader.sandbox import Sandbox, WorkerPool
 
@@ -46,7 +47,7 @@ def head_of(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> Iterator[Diagno
         folder.mkdir()
         (folder / "attention_head.py").write_text(source, encoding="utf-8")
         with Sandbox(folder, rubric.limits, pool=pool) as sandbox:
-            return diagnose(checks, Head(sandbox, rubric.entry_points), load_reference())
+            return diagnose(checks, Head(sandbox, rubric.entry_points), LiveOracle(load_reference()))
 
     yield run
 
@@ -63,7 +64,7 @@ def _head(body: str) -> str:
 
 def test_a_head_that_fails_nothing_is_never_probed() -> None:
     passing = [FAILED[0].model_copy(update={"status": "passed", "score": 1})]
-    assert diagnose(passing, None, load_reference()) == []  # type: ignore[arg-type]
+    assert diagnose(passing, None, LiveOracle(load_reference())) == []  # type: ignore[arg-type]
 
 
 def test_matching_compares_shapes_non_finite_patterns_and_values() -> None:

@@ -220,6 +220,17 @@ def test_reference_gaussian_kernel() -> None:
     assert (A[torch.ones(6, 6, dtype=torch.bool).triu(1)] == 0).all()
 
 
+def test_reference_kernel_is_the_closed_form_on_every_graded_case() -> None:
+    """The Gaussian checks compare with the reference's kernel (or its stored copy in the student kit):
+    on each of their cases it is the closed form of Example 7.4, A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i."""
+    from grader.checks._exercises import KERNEL_CASES, QK_CASES
+
+    for T, h in (*KERNEL_CASES, *QK_CASES):
+        i = torch.arange(T, dtype=torch.float64)
+        logits = (-((i[:, None] - i[None, :]) ** 2) / (2 * h * h)).masked_fill(torch.ones(T, T).triu(1) > 0, -math.inf)
+        assert _close(REF.gaussian_positional_weights(T, h), torch.softmax(logits, -1), atol=1e-15, rtol=1e-13)
+
+
 @pytest.mark.parametrize("T, h", [(1, 1.0), (6, 0.5), (9, 1.5), (16, 4.0), (12, 50.0)])
 def test_reference_qk_reproduces_the_kernel(T: int, h: float) -> None:
     Q, K = REF.gaussian_positional_qk(T, h)

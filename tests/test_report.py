@@ -21,6 +21,7 @@ from grader.head import HeadCall, StudentFailure
 from grader.inputs import Case, Shape, make_case
 from grader.library import known_heads, load_reference
 from grader.models import CheckResult, Counterexample, GradeResult, StudentOutput
+from grader.oracle import LiveOracle
 from grader.report import render_html, render_terminal, wording, write_html
 from grader.visuals import BANDWIDTHS, Visuals, collect_visuals
 
@@ -77,7 +78,7 @@ SEED = 20417
 
 @pytest.fixture(scope="module")
 def visuals_ok() -> dict[str, object]:
-    return collect_visuals(ReferenceHead(), REF, SEED)  # type: ignore[arg-type]
+    return collect_visuals(ReferenceHead(), LiveOracle(REF), SEED)  # type: ignore[arg-type]
 
 
 def no_mask_maps(T: int) -> list:  # type: ignore[type-arg]
@@ -210,7 +211,7 @@ def test_hostile_text_is_shown_as_text_never_markup() -> None:
         make_check("interface", "error", message=f"Your code raised ValueError: {evil}"),
         make_check("causal_mask", "failed", message=f"weights[0, 0, 1] = 0.4 `{evil}`\nmore {evil}"),
     ]
-    visuals = collect_visuals(BrokenHead(f"ZeroDivisionError: {evil}"), REF, SEED)  # type: ignore[arg-type]
+    visuals = collect_visuals(BrokenHead(f"ZeroDivisionError: {evil}"), LiveOracle(REF), SEED)  # type: ignore[arg-type]
     html = render_html(make_result(checks, visuals=visuals, output=f"</pre>{evil}", submission=f"{evil}.py"))
     assert "<script" not in html.lower()  # the page has no script of its own, and none gets in
     assert "<img" not in html and "onerror=alert(1)>" not in html
@@ -282,7 +283,7 @@ def test_visuals_are_complete_for_a_correct_head(visuals_ok: dict[str, object]) 
 
 
 def test_visuals_show_a_leaking_head() -> None:
-    v = Visuals.model_validate(collect_visuals(ReferenceHead(causal_ignored=True), REF, SEED))  # type: ignore[arg-type]
+    v = Visuals.model_validate(collect_visuals(ReferenceHead(causal_ignored=True), LiveOracle(REF), SEED))  # type: ignore[arg-type]
     assert v.sentence is not None and v.sentence.panel.max_abs_diff is not None and v.sentence.panel.max_abs_diff > 0.1
     html = render_html(make_result([make_check("interface")], visuals=v.model_dump(mode="json")))
     assert "✗ Your weights differ from the reference" in html and "cells above the diagonal carry weight" in html
@@ -290,7 +291,7 @@ def test_visuals_show_a_leaking_head() -> None:
 
 @pytest.mark.parametrize("head", [BrokenHead("the submission defines no `score_scale_statistics`"), GraderBugHead()])
 def test_visuals_never_raise_and_say_why(head: object) -> None:
-    v = Visuals.model_validate(collect_visuals(head, REF, SEED))  # type: ignore[arg-type]
+    v = Visuals.model_validate(collect_visuals(head, LiveOracle(REF), SEED))  # type: ignore[arg-type]
     assert v.sentence is not None and v.sentence.panel.yours is None and v.sentence.panel.reference is not None
     assert v.sentence.panel.problem is not None and v.sentence.panel.problem.startswith("could not be computed: ")
     assert v.kernels is not None and all(p.problem for p in v.kernels.panels)

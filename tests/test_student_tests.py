@@ -24,6 +24,7 @@ from grader.checks._student_tests import (
     suite_files,
 )
 from grader.library import known_heads, load_reference, reference_path
+from grader.oracle import LiveOracle
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import SandboxLimits, WorkerPool
 
@@ -262,7 +263,7 @@ def test_the_template_suite_passes_on_the_wheat(tmp_path: Path, rubric: Rubric, 
 def test_the_check_runs_the_submission_folder(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
     ctx = Ctx(
         None,
-        load_reference(),
+        LiveOracle(load_reference()),
         rubric,
         rubric.seed,
         "student_tests",

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Literal
 
 import torch
 
 from grader.head import Head, HeadCall, StudentFailure
-from grader.inputs import FAMILIES, Case, Shape, check_seed, make_case
+from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
 from grader.models import Counterexample, Heatmap
+from grader.oracle import Oracle
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
 
@@ -51,6 +51,7 @@ class Verdict:
     heatmaps: list[Heatmap] = field(default_factory=list)
     fraction: float | None = None  # partial credit in [0, 1]; None means all or nothing
     notes: list[str] = field(default_factory=list)
+    counted: bool = True  # False: not graded in this edition (the student kit's own-head test run): 0 of 0 points
 
 
 def passed(message: str, **kw: object) -> Verdict:
@@ -67,10 +68,10 @@ def skipped(message: str) -> Verdict:
 
 @dataclass
 class Ctx:
-    """What a check may use: the student's head (through the proxy), the trusted reference, seeds."""
+    """What a check may use: the student's head (through the proxy), the reference as an oracle, seeds."""
 
     head: Head
-    ref: ModuleType
+    ref: Oracle  # the instructor's reference, or its stored outputs in the student kit (grader/oracle.py)
     rubric: Rubric
     base_seed: int
     check_id: str
@@ -107,8 +108,7 @@ class Ctx:
         self, families: tuple[Shape, ...] = FAMILIES, *, dtype: torch.dtype = torch.float64, **kw: float
     ) -> Iterator[Case]:
         """One seeded case per shape family, smallest first."""
-        for k, shape in enumerate(families):
-            yield make_case(shape, seed=self.seed(k), dtype=dtype, **kw)
+        return family_cases(self.base_seed, self.check_id, families, dtype=dtype, **kw)
 
 
 @dataclass(frozen=True)
@@ -170,13 +170,6 @@ def heatmaps_for(
     return maps
 
 
-def ref_attention(ref: ModuleType, case: Case, causal: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The instructor reference in float64 on exactly the case's values (rounded inputs included)."""
-    with torch.no_grad():
-        out, w = ref.causal_self_attention(*(t.double() for t in case.tensors().values()), causal=causal)
-    return out, w
-
-
 @dataclass
 class CaseOutcome:
     """One case of a check with separable case families: ``problem`` is None when it passed."""
@@ -188,10 +181,13 @@ class CaseOutcome:
     failure: StudentFailure | None = None  # the head did not answer this case
 
 
-def case_call(ctx: Ctx, case: Case, causal: bool, label: str) -> tuple[CaseOutcome, HeadCall | None]:
+def case_call(
+    ctx: Ctx, case: Case, causal: bool, label: str, *, base_seed: int | None = None
+) -> tuple[CaseOutcome, HeadCall | None]:
     """The head on one case of a check with partial credit: the case's outcome record, and the call
     (None when the head did not answer; the failure is then recorded in the outcome)."""
-    outcome = CaseOutcome(label, counterexample=case.counterexample(ctx.base_seed, causal=causal))
+    seed = ctx.base_seed if base_seed is None else base_seed  # the seed the case was drawn at
+    outcome = CaseOutcome(label, counterexample=case.counterexample(seed, causal=causal))
     try:
         return outcome, ctx.head.attention(case, causal=causal)
     except StudentFailure as exc:

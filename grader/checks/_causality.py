@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, fmt, heatmaps_for, passed, ref_attention, same_bits
+from grader.checks._base import Ctx, Verdict, check, failed, fmt, heatmaps_for, passed, same_bits
 from grader.compare import TOLERANCES, mismatch
 from grader.head import HeadCall
 from grader.inputs import FAMILIES, Case, Shape, simple_cases
@@ -45,7 +45,7 @@ def future_perturbation(ctx: Ctx) -> Verdict:
                         return failed(
                             text,
                             counterexample=case.counterexample(ctx.base_seed, perturbed_from=t, magnitude=magnitude),
-                            heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, after)[1], batch=bb),
+                            heatmaps=heatmaps_for(call.weights, ctx.ref.attention(after)[1], batch=bb),
                         )
     return passed(
         "Earlier outputs are bitwise unchanged by future perturbations "
@@ -111,7 +111,7 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
                         f"{fmt(float(J[b, i, b, j].abs().max()))} (0 allowed): output row {i} must not "
                         f"depend on input row {j} > {i}.",
                         counterexample=case.counterexample(ctx.base_seed),
-                        heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, case)[1], batch=b),
+                        heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1], batch=b),
                     )
         for name in ("X", "W_Q", "W_K", "W_V"):
             problem = _finite_difference(ctx, case, call, name, (u, u_w), g, eps, rtol)

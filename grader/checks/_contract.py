@@ -14,7 +14,6 @@ from grader.checks._base import (
     failed,
     heatmaps_for,
     passed,
-    ref_attention,
     same_bits,
 )
 from grader.compare import TOLERANCES, Tolerance, dtype_name, mismatch
@@ -87,6 +86,12 @@ def interface(ctx: Ctx) -> Verdict:
     return passed("All contract functions exist; shapes, dtypes and purity are as documented.")
 
 
+PUBLIC_CASES_NOTE = (
+    "Student kit: compared with the reference's stored outputs on fixed public cases (the inputs of the "
+    "rubric's seed, the inputs the instructor's grader draws by default); --seed moves only the property checks."
+)
+
+
 @check(
     "reference_match",
     title="outputs and weights equal the instructor reference in float64",
@@ -97,7 +102,9 @@ def reference_match(ctx: Ctx) -> Verdict:
     families, including T = 1 and d_k != d_v != d, both outputs equal the reference, causal or not.
     Partial credit: the fraction of (shape family, causal) cases that match."""
     tol = TOLERANCES[torch.float64]
-    outcomes = [_reference_case(ctx, case, causal, tol) for case in ctx.cases(FAMILIES) for causal in (True, False)]
+    public = ctx.ref.public_cases("reference_match")  # the student kit: the fixed cases it stores outputs of
+    base, cases = (ctx.base_seed, list(ctx.cases(FAMILIES))) if public is None else public
+    outcomes = [_reference_case(ctx, case, causal, tol, base) for case in cases for causal in (True, False)]
     precision = ctx.precision()
     detail = ""
     if precision != torch.float64 and any(o.problem for o in outcomes):
@@ -108,14 +115,17 @@ def reference_match(ctx: Ctx) -> Verdict:
         )
     verdict = by_case(outcomes, "Agreement with the reference head (float64)", detail=f" ({tol})")
     verdict.message += detail
+    if public is not None:
+        verdict.notes.append(PUBLIC_CASES_NOTE)
     return verdict
 
 
-def _reference_case(ctx: Ctx, case: Case, causal: bool, tol: Tolerance) -> CaseOutcome:
-    outcome, call = case_call(ctx, case, causal, f"{'causal' if causal else 'unmasked'} T={case.shape.T}")
+def _reference_case(ctx: Ctx, case: Case, causal: bool, tol: Tolerance, base_seed: int) -> CaseOutcome:
+    label = f"{'causal' if causal else 'unmasked'} T={case.shape.T}"
+    outcome, call = case_call(ctx, case, causal, label, base_seed=base_seed)
     if call is None:
         return outcome
-    out, w = ref_attention(ctx.ref, case, causal)
+    out, w = ctx.ref.expected(case, causal)
     for what, got, exp in (("weights", call.weights, w), ("out", call.out, out)):
         bad = mismatch(got, exp, tol, f"{what} (causal={causal})")
         if bad is not None:

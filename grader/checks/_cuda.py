@@ -16,7 +16,6 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +25,7 @@ from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
 from grader.compare import dtype_name
 from grader.head import HeadCall
 from grader.inputs import Case, Shape, make_case
+from grader.oracle import Oracle
 
 # Test seam: the CPU tests set DEVICE = "cpu" and DTYPES = (torch.float32,) to run this whole path
 # with float32 standing in for the half types.
@@ -118,7 +118,7 @@ def _sdpa_head(backend: SDPBackend) -> Callable[..., tuple[torch.Tensor, None]]:
     return head
 
 
-def error_table(ref: ModuleType, case: Case, upstream: torch.Tensor, device: str, student: Run) -> list[Row]:
+def error_table(ref: Oracle, case: Case, upstream: torch.Tensor, device: str, student: Run) -> list[Row]:
     """Errors of ``student`` and of every trusted low-precision run against the float64 golden.
 
     ``case`` holds the already-rounded low-precision inputs; ``upstream`` is the gradient fed back
@@ -126,9 +126,10 @@ def error_table(ref: ModuleType, case: Case, upstream: torch.Tensor, device: str
     listed with the reason instead of an error.
     """
     dtype = case.X.dtype
-    gold = _with_grads(ref.causal_self_attention, {k: t.double() for k, t in case.tensors().items()}, upstream.double())
+    plain = ref.head_function()
+    gold = _with_grads(plain, {k: t.double() for k, t in case.tensors().items()}, upstream.double())
     on_device = {k: t.to(device) for k, t in case.tensors().items()}
-    runs: dict[str, Run | str] = {PLAIN: _with_grads(ref.causal_self_attention, on_device, upstream.to(device))}
+    runs: dict[str, Run | str] = {PLAIN: _with_grads(plain, on_device, upstream.to(device))}
     for name, backend in BACKENDS.items():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, passed, ref_attention, skipped
+from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
 from grader.compare import TOLERANCES, dtype_name, mismatch
 from grader.head import NotAttempted, PeakMemory, Timing
 from grader.inputs import FAMILIES, Case, Shape, make_case
@@ -246,7 +246,7 @@ def _check_decode(ctx: Ctx, case: Case, *, stub_ok: bool) -> Verdict | None:
             "cache (Section 8.1).",
             counterexample=example,
         )
-    ref_out, _ = ref_attention(ctx.ref, case)
+    ref_out, _ = ctx.ref.attention(case)
     bad = mismatch(dec.steps, ref_out, tol, "step outputs stacked as (B, T, d_v)")
     if bad is not None:
         t = bad.abs_index[1]

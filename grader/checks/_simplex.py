@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed, ref_attention
+from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
 from grader.compare import ROW_SUM_TOLERANCE, dtype_name
 from grader.inputs import FAMILIES, Case, simple_cases
 
@@ -32,7 +32,7 @@ def row_stochastic(ctx: Ctx) -> Verdict:
                         f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite "
                         "(Proposition 3.1).",
                         counterexample=case.counterexample(ctx.base_seed, causal=causal),
-                        heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=idx[0]),
+                        heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=idx[0]),
                     )
                 dev = (w.double().sum(-1) - 1).abs()
                 if float(dev.max()) > tol:
@@ -42,7 +42,7 @@ def row_stochastic(ctx: Ctx) -> Verdict:
                         f"(up to {tol:g} allowed{_at(working, dtype)}); every attention row is a probability "
                         "vector (Proposition 3.1). Normalise over the keys, after masking.",
                         counterexample=case.counterexample(ctx.base_seed, causal=causal),
-                        heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case, causal)[1], causal=causal, batch=b),
+                        heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=b),
                     )
     return passed("All weights are nonnegative and every row sums to one (float64 and float32).")
 
@@ -75,7 +75,7 @@ def causal_mask(ctx: Ctx) -> Verdict:
                     f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1).{_simple_hint(case)} "
                     "Mask the scores where j > i (by position, never by value) with -inf before the softmax.",
                     counterexample=case.counterexample(ctx.base_seed),
-                    heatmaps=heatmaps_for(w, ref_attention(ctx.ref, case)[1], batch=b),
+                    heatmaps=heatmaps_for(w, ctx.ref.attention(case)[1], batch=b),
                 )
     return passed("The strict upper triangle is exactly zero on simple and random inputs (float64 and float32).")
 
@@ -143,6 +143,6 @@ def convex_hull(ctx: Ctx) -> Verdict:
                     f"[{float(lo[b, k]):.6g}, {float(hi[b, k]):.6g}]. Attention averages the permitted values "
                     "with weights that are >= 0 and sum to 1 (Corollary of Proposition 3.1).",
                     counterexample=case.counterexample(ctx.base_seed),
-                    heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, case)[1], batch=b),
+                    heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1], batch=b),
                 )
     return passed("Every output row lies in the convex hull of its permitted values.")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed, ref_attention
+from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
 from grader.checks._scaling import fitted_scale
 from grader.compare import ROW_SUM_TOLERANCE, Tolerance, dtype_name, mismatch
 from grader.inputs import Case, Shape, make_case
@@ -157,7 +157,7 @@ def _large(ctx: Ctx, case: Case, dtype: torch.dtype, what: str, habits: Habits) 
     return failed(
         f"With {what} in {dtype_name(dtype)}, your head {problem} (Implementation aside 4.4).",
         counterexample=case.counterexample(ctx.base_seed),
-        heatmaps=heatmaps_for(call.weights, ref_attention(ctx.ref, case)[1]),
+        heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1]),
     )
 
 

@@ -434,4 +434,43 @@ def student_tests(ctx: Ctx) -> Verdict:
     """Exercise 2: the student's tests pass on the reference and fail on each known buggy head."""
     if ctx.submission_dir is None:
         return skipped("This grading run has no submission folder, so your tests could not be run.")
+    if ctx.ref.module is None:  # the student kit: no correct head and no known bugs to run the suite on
+        return own_head_suite(ctx.submission_dir, ctx.source, ctx.rubric, pool=ctx.pool)
     return grade_suite(ctx.submission_dir, ctx.rubric, pool=ctx.pool)
+
+
+KIT_SUITE_NOTE = (
+    "Student kit: this check is graded when you submit, against the instructor's heads: your tests must pass "
+    "on a correct head and fail on each known buggy one. Here they ran on your own head; no points either way."
+)
+
+
+def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: WorkerPool | None = None) -> Verdict:
+    """The student kit's student_tests: the suite on the student's own head, not counted in the score."""
+    entry, limits = rubric.entry_points, rubric.limits
+    files, notes = suite_files(submission_dir, entry.module)
+    tests = [n for n in files if is_test_file(n)]
+    if not tests:
+        message = (
+            "Your submission has no test files (test_*.py at its top level or in tests/). Exercise 2 asks "
+            "you to test your head; start from test_attention_head.py in the student template."
+        )
+    else:
+        with _pool_for(pool, limits, 1) as (active, _):
+            run = run_suite(files, head, limits, active, entry.module)
+        message = _own_run_message(run)
+    return Verdict("skipped", message, notes=[*notes, KIT_SUITE_NOTE], counted=False)
+
+
+def _own_run_message(run: Run) -> str:
+    if run.outcome == "passed":
+        return f"Your {len(run.cases)} tests pass on your own head."
+    if run.outcome in ("broken", "timeout", "empty"):
+        what = {"timeout": "did not finish", "empty": "ran no test", "broken": "did not complete"}[run.outcome]
+        return f"Your tests {what} on your own head: {run.detail}."
+    case = run.failures[0]
+    quoted = "  " + case.message.replace("\n", "\n  ")
+    return (
+        f"Your test {case.id} fails on your own head ({len(run.failures)} of {len(run.cases)} fail): either the "
+        f"head or the test is wrong; the other checks tell which property the head breaks.\n{quoted}"
+    )

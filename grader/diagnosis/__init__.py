@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -39,6 +39,9 @@ from grader.head import Head, StudentFailure
 from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis, GradeResult
 
+if TYPE_CHECKING:
+    from grader.oracle import Oracle
+
 __all__ = ["Seen", "attach_causes", "count_causes", "count_diagnoses", "diagnose", "indistinguishable", "same"]
 
 FAILING = ("failed", "error", "timeout")
@@ -48,7 +51,7 @@ ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
 CONTRACT_SHAPES = {"X": (2, 5, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
 
 
-def diagnose(checks: Iterable[CheckResult], head: Head, ref: ModuleType) -> list[Diagnosis]:
+def diagnose(checks: Iterable[CheckResult], head: Head, ref: Oracle) -> list[Diagnosis]:
     """Every root cause of the failing checks, each with the checks it explains; [] when none failed."""
     checks = list(checks)
     failing = [c for c in checks if c.status in FAILING]
@@ -103,10 +106,13 @@ def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Dia
     return causes
 
 
-def _known(theirs: list[Seen] | None, function: str, ref: ModuleType) -> list[Diagnosis]:
-    """Chaffs of ``function`` that the head matches on every probe (none when it matches the reference)."""
+def _known(theirs: list[Seen] | None, function: str, ref: Oracle) -> list[Diagnosis]:
+    """Chaffs of ``function`` that the head matches on every probe (none when it matches the reference, and
+    none in the student kit, which holds neither the reference nor the bug library)."""
+    if ref.module is None:
+        return []
     chaffs = [c for c in known_heads("chaff") if c.function == function]
-    if theirs is None or not chaffs or same(theirs, grader_side(ref, function)):
+    if theirs is None or not chaffs or same(theirs, grader_side(ref.module, function)):
         return []
     out = []
     for chaff in chaffs:

@@ -127,7 +127,7 @@ def forward(
     k = X @ (W_Q if proj == "keys_from_query_projection" else W_K)  # (B, T, d_k)
     v = X if proj == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
     raw = k @ q.transpose(-2, -1) if proj == "scores_transposed" else q @ k.transpose(-2, -1)  # (B, T, T)
-    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T), j > i
+    future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # (T, T), j > i
     masking = (causal or mask_m == "causal_flag_ignored") and mask_m != "no_mask"
     axis = {"softmax_wrong_axis": -2, "softmax_over_batch": 0}.get(smax or "", -1)
     scales = {"no_scaling": 1.0, "scale_by_dk": 1 / d_k, "scale_by_sqrt_d_model": d**-0.5, "scale_by_sqrt_T": T**-0.5}

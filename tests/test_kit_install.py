@@ -1,0 +1,120 @@
+"""The student kit as students get it (issue 17): built by ``grade student-kit``, pip-installed into a fresh
+virtual environment, it holds no solution and grades a correct head to full marks.
+
+One slow test: the fresh environment installs torch and the grader's dependencies from the package index.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.library import known_heads, reference_path
+
+pytestmark = pytest.mark.slow
+
+
+def function_bodies(source: str) -> dict[str, str]:
+    """Each function's (and method's) body, docstring left out, as a normalised AST dump -> its name."""
+    bodies = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            if len(body) > 1 or len(ast.unparse(body[0] if body else ast.Pass())) > 40:  # not `return self._k`
+                bodies[ast.dump(ast.Module(body=body, type_ignores=[]))] = node.name
+    return bodies
+
+
+def secret_bodies() -> dict[str, str]:
+    """The function bodies of the reference, every chaff and every variant."""
+    secret = {body: f"reference.{name}" for body, name in function_bodies(reference_path().read_text()).items()}
+    for head in (*known_heads("chaff"), *known_heads("variant")):
+        for body, name in function_bodies(head.path.read_text(encoding="utf-8")).items():
+            secret.setdefault(body, f"{head.kind} {head.id}.{name}")
+    return secret
+
+
+def test_function_bodies_see_through_docstrings_and_layout() -> None:
+    a = 'def f(x):\n    """doc"""\n    y = x + 1\n    return y * 2\n'
+    b = "def g(x):\n    y = (x +\n         1)  # comment\n    return y * 2\n"
+    assert function_bodies(a).keys() == function_bodies(b).keys() != set()
+    assert function_bodies("def h(self):\n    return self._k\n") == {}  # too small to be a solution
+    assert "reference.causal_self_attention" in secret_bodies().values()
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run(cmd: list[str | Path], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=900)
+    if check:
+        assert done.returncode == 0, f"{cmd}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    assert main(["student-kit", "--out", str(out)]) == 0
+    [wheel] = out.glob("*.whl")
+    assert (out / "INSTALL.md").is_file() and wheel.name in (out / "INSTALL.md").read_text()
+    names = zipfile.ZipFile(wheel).namelist()
+    leaked = [n for n in names if any(w in n for w in ("_reference", "chaff", "variant", "catalog.toml"))]
+    assert leaked == [] and "grader/_snapshots/step4.safetensors" in names and "grader/_rubrics/step4.toml" in names
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", venv], tmp_path)
+    py, grade = venv / "bin" / "python", venv / "bin" / "grade"
+    torch = f"torch=={metadata.version('torch').split('+', 1)[0]}"
+    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", torch, wheel], tmp_path)
+    where = _run([py, "-c", "import grader, os; print(os.path.dirname(grader.__file__))"], tmp_path).stdout.strip()
+    installed = Path(where)
+    assert installed.is_relative_to(venv), installed
+
+    # No solution: no reference folder, and no function whose body is one of the reference's, a chaff's or a
+    # variant's (the check reads every Python file of the installed package).
+    assert not (installed / "_reference").exists()
+    assert _run([py, "-c", "import grader._reference"], tmp_path, check=False).returncode != 0
+    secret = secret_bodies()
+    found = {}
+    for path in sorted(installed.rglob("*.py")):
+        for body, name in function_bodies(path.read_text(encoding="utf-8")).items():
+            if body in secret:
+                found[f"{path.relative_to(installed)}:{name}"] = secret[body]
+    assert found == {}
+    files = sorted(p.relative_to(installed).as_posix() for p in installed.rglob("*") if p.is_file())
+    data = [f for f in files if not f.endswith((".py", ".pyc", ".j2", ".txt", ".typed", ".md", ".yml", ".toml"))]
+    assert data == ["_snapshots/step4.safetensors"], data
+
+    # A correct head (the reference submission: the head and its tests) gets full marks on every check the
+    # kit grades; student_tests runs on the head and is left to the grading on submission.
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    for name in ("attention_head.py", "test_attention_head.py"):
+        shutil.copyfile(reference_path().parent / name, sub / name)
+    _run([grade, sub, "--json", tmp_path / "result.json"], tmp_path)
+    result = json.loads((tmp_path / "result.json").read_text())
+    graded = {c["id"]: c for c in result["checks"] if c["max_score"] > 0 and not c["extra_credit"]}
+    assert graded and all(c["status"] == "passed" for c in graded.values()), {
+        k: c["message"] for k, c in graded.items() if c["status"] != "passed"
+    }
+    assert result["score"] >= result["max_score"] > 0
+    tests = next(c for c in result["checks"] if c["id"] == "student_tests")
+    assert tests["max_score"] == 0 and "pass on your own head" in tests["message"]
+
+    # The instructor's commands are refused by the kit.
+    for command in (["student-kit", "--out", tmp_path / "again"], ["gradescope-bundle", "--out", tmp_path / "a.zip"]):
+        refused = _run([grade, *command], tmp_path, check=False)
+        assert refused.returncode == 2 and "student kit" in refused.stderr, refused.stderr
