@@ -160,3 +160,10 @@ def test_the_kit_agrees_with_the_instructors_grader(
 def test_every_library_head_is_compared() -> None:
     variants, chaffs = known_heads("variant"), known_heads("chaff")
     assert len(HEADS) == 1 + len(variants) + len(chaffs) + len(list(REALISTIC.glob("*.py"))) > 60
+
+
+def test_the_template_installs_the_kit_without_a_token() -> None:
+    root = reference_path().parents[1] / "student_template"
+    workflow = (root / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
+    assert "STUDENT_KIT_URL" in workflow and "git+" not in workflow and "secrets." not in workflow
+    assert "step4_grader_student" in (root / "README.md").read_text(encoding="utf-8")
