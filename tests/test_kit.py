@@ -167,3 +167,24 @@ def test_the_template_installs_the_kit_without_a_token() -> None:
     workflow = (root / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
     assert "STUDENT_KIT_URL" in workflow and "git+" not in workflow and "secrets." not in workflow
     assert "step4_grader_student" in (root / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("head", ["reference", "scale_by_dk"])
+def test_the_kits_cuda_baseline_is_the_lecture_formula(
+    head: str, kit: SnapshotOracle, live: Oracle, rubric: Rubric, pool: WorkerPool, write_head: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """fused_kernel_cuda's plain baseline (float32 on CPU standing in for the GPU, as in test_cuda_logic):
+    the kit's differentiable formula gives the instructor's verdict."""
+    from grader.checks import _cuda
+
+    monkeypatch.setattr(_cuda, "DEVICE", "cpu")
+    monkeypatch.setattr(_cuda, "DTYPES", (torch.float32,))
+    source = (
+        reference_path().read_text()
+        if head == "reference"
+        else next(h for h in known_heads("chaff") if h.id == head).source()
+    )
+    folder = write_head(source)
+    full, ours = (grade(folder, rubric, pool=pool, oracle=o, only=["fused_kernel_cuda"]) for o in (live, kit))
+    assert full.checks[0].status == ours.checks[0].status == ("passed" if head == "reference" else "failed")
