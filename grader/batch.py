@@ -384,7 +384,12 @@ def run_batch(
         if on_done:
             on_done(o)
     if todo:
-        with _PoolScope(pool, jobs, rubric) as active, _TestsPool(pool, jobs, rubric) as tests_pool:
+        # No worker may read the class's submissions or results (only its own private copy)
+        private = (Path(submissions), out)
+        with (
+            _PoolScope(pool, jobs, rubric, private) as active,
+            _TestsPool(pool, jobs, rubric, private) as tests_pool,
+        ):
             done += _grade_all(todo, out, rubric, active, tests_pool, jobs, on_done)
     report = BatchReport(sorted(done, key=lambda o: o.id), notes, wall_s=time.perf_counter() - started)
     report.resumed = sum(o.resumed for o in report.outcomes)
@@ -399,8 +404,9 @@ def run_batch(
 class _PoolScope:
     """The caller's pool, or a fresh one closed on exit."""
 
-    def __init__(self, given: Any, jobs: int, rubric: Rubric) -> None:
+    def __init__(self, given: Any, jobs: int, rubric: Rubric, private: tuple[Path, ...] = ()) -> None:
         self._given, self._jobs, self._rubric = given, jobs, rubric
+        self._private = private  # folders the pool's workers must never read
         self._own: Any = None
 
     def __enter__(self) -> Any:
@@ -408,7 +414,7 @@ class _PoolScope:
             return self._given
         from grader.sandbox import WorkerPool
 
-        self._own = WorkerPool(self._jobs, uid_base=self._rubric.limits.sandbox_uid_base)
+        self._own = WorkerPool(self._jobs, uid_base=self._rubric.limits.sandbox_uid_base, secret_paths=self._private)
         return self._own
 
     def __exit__(self, *exc: object) -> None:
@@ -426,7 +432,9 @@ class _TestsPool(_PoolScope):
             return None
         from grader.sandbox import WorkerPool
 
-        self._own = WorkerPool(self._jobs, uid_base=self._rubric.limits.sandbox_uid_base, lazy=True)
+        self._own = WorkerPool(
+            self._jobs, uid_base=self._rubric.limits.sandbox_uid_base, lazy=True, secret_paths=self._private
+        )
         return self._own
 
 

@@ -15,9 +15,7 @@ import contextlib
 import importlib.metadata
 import os
 import re
-import shutil
 import stat
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from grader._notebook import Cell, NotANotebook, Reduction, notebook_cells, reduce_cells
+from grader.sandbox._private import PrivateDir
 
 if TYPE_CHECKING:
     from grader.rubric import EntryPoints
@@ -231,7 +230,8 @@ def prepare(
     contract = list(DEFAULT_CONTRACT if contract is None else contract)
     if not path.exists():
         raise SubmissionError(f"{path} does not exist")
-    tmp = Path(tempfile.mkdtemp(prefix="step4-sub-"))
+    private = PrivateDir("sub")  # 0700, locked while in use: a killed run's copy is swept at the next start
+    tmp = private.path
     try:
         dest = tmp / "submission"
         dest.mkdir()
@@ -267,9 +267,10 @@ def prepare(
                 f"The course allows {name}, but it is not installed where this grade ran: code that imports it "
                 f"could not be graded here (pip install {name})."
             )
-        # A sandbox uid (when grading as root) must read these files but never write them.
-        for p in [tmp, *dest.rglob("*")]:
-            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        # Only the grader reads this copy (each worker gets its own, see grader.sandbox._workspace):
+        # never readable by anyone else, a classmate's worker included.
+        for p in [tmp, dest, *dest.rglob("*")]:
+            os.chmod(p, 0o700 if p.is_dir() else 0o600)
         source = module_path.read_text(encoding="utf-8", errors="replace")
         yield Prepared(
             dest,
@@ -280,4 +281,4 @@ def prepare(
             dropped_cells=list(reduction.dropped_cells) if reduction else [],
         )
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        private.remove()

@@ -11,6 +11,9 @@ from grader.rubric import Rubric, load_rubric
 from grader.sandbox import WorkerPool
 
 REPO = Path(__file__).resolve().parent.parent
+# Hostile submissions hand in test files of their own (run by the student_tests check, in the sandbox):
+# never collected by this session.
+collect_ignore_glob = ["hostile/*/*.py"]
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -324,3 +326,40 @@ def test_real_batch_of_five(tmp_path: Path, rubric: Rubric, pool: WorkerPool) ->
 
     again = run_batch(subs, tmp_path / "out", tight, jobs=2, pool=pool)
     assert again.resumed == 5 and again.graded == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("own_uid", [False, True], ids=["sandbox uids", "own uid (laptop)"])
+def test_a_snooping_classmate_sees_nothing_of_the_other(rubric: Rubric, own_uid: bool) -> None:
+    """A batch of two in a world-readable folder: a head that looks everywhere (tests/hostile/snoop) and a
+    correct classmate. The classmate keeps full marks, and nothing of theirs (nor of the instructor's
+    files) reaches the snoop's report, its result or the class files. As root, once with a sandbox uid
+    per slot, once with the workers on the grader's own uid, as on a laptop without root."""
+    from secret_markers import SNOOPED, leaked
+
+    loose = Path(tempfile.mkdtemp(prefix="step4-class-"))  # an instructor's folders, readable by anyone
+    try:
+        subs = loose / "submissions"
+        shutil.copytree(Path(__file__).parent / "hostile" / "snoop", subs / "snoop")
+        (subs / "zq9mate").mkdir()
+        (subs / "zq9mate" / "attention_head.py").write_text(reference_path().read_text() + '\nMARK = "ZQ9-7f3a"\n')
+        for p in [loose, *loose.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        off = rubric.checks["student_tests"].model_copy(update={"enabled": False})  # the classmate has no tests
+        checks = {**rubric.checks, "student_tests": off}
+        pool = WorkerPool(2, sandbox_uids=False, secret_paths=[subs, loose / "graded"]) if own_uid else None
+        try:
+            report = run_batch(subs, loose / "graded", rubric.model_copy(update={"checks": checks}), jobs=2, pool=pool)
+        finally:
+            if pool is not None:
+                pool.close()
+        by_id = {o.id: o for o in report.outcomes}
+        assert by_id["zq9mate"].result.score >= by_id["zq9mate"].result.max_score  # full marks (and extra credit)
+        assert SNOOPED in by_id["snoop"].result.output.text
+        for name in ("snoop/result.json", "snoop/report.html", "summary.html", "grades.csv"):
+            text = (loose / "graded" / name).read_text()
+            assert leaked(text, "ZQ9-7f3a", str(subs / "zq9mate"), str(loose / "graded" / "zq9mate")) == [], name
+        for name in ("snoop/result.json", "snoop/report.html"):
+            assert "zq9mate" not in (loose / "graded" / name).read_text(), name
+    finally:
+        shutil.rmtree(loose)

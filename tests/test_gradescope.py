@@ -7,9 +7,11 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import zipfile
 from pathlib import Path
@@ -179,7 +181,9 @@ def _unpack(bundle: Path, root: Path) -> None:
     (root / "run_autograder").chmod(0o755)
 
 
-def _run_autograder(root: Path, submission_text: str | None, python: str = sys.executable) -> dict[str, Any]:
+def _run_autograder(
+    root: Path, submission_text: str | None, python: str = sys.executable, files: dict[str, str] | None = None
+) -> dict[str, Any]:
     sub = root / "submission"
     if sub.exists():
         for f in sub.iterdir():
@@ -188,6 +192,8 @@ def _run_autograder(root: Path, submission_text: str | None, python: str = sys.e
         sub.mkdir()
     if submission_text is not None:
         (sub / "attention_head.py").write_text(submission_text)
+    for name, text in (files or {}).items():
+        (sub / name).write_text(text)
     (root / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": [{"name": "Ada"}]}))
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -274,6 +280,39 @@ def test_run_autograder_end_to_end_correct_and_buggy(tmp_path: Path) -> None:
     [hidden] = [t for t in bad["tests"] if t["visibility"] == "hidden"]
     assert hidden["output"].startswith("FAILED.") and "seed" not in hidden["output"]
     assert "causal_mask FAILED" in bad["_log"]  # instructors see every message in the run's stdout
+
+
+@pytest.mark.slow
+def test_run_autograder_with_a_snooping_submission(tmp_path: Path) -> None:
+    """The bundle unpacked as Gradescope does (source, rubric and submission under one root, readable by
+    anyone): a head that looks everywhere finds nothing, so results.json holds nothing of the reference,
+    the chaffs or the rubric, in visible tests or hidden ones."""
+    from secret_markers import SNOOPED, leaked
+
+    from grader.sandbox._filesystem import landlock_abi
+
+    rubric = (reference_path().parents[1] / "rubrics" / "step4.toml").read_text()
+    rubric = re.sub(r"(\[checks\.student_tests\]\npoints = \S+)", r"\1\nenabled = false", rubric)
+    (tmp_path / "rubric.toml").write_text(rubric)
+    build_bundle(tmp_path / "autograder.zip", tmp_path / "rubric.toml")
+    loose = Path(tempfile.mkdtemp(prefix="step4-ag-"))  # not under pytest's 0700 folder: readable by anyone
+    try:
+        root = loose / "ag"
+        _unpack(tmp_path / "autograder.zip", root)
+        for p in [loose, *loose.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        snoop = REPO / "tests" / "hostile" / "snoop"
+        files = {"snoop.py": (snoop / "snoop.py").read_text()}
+        data = _run_autograder(root, (snoop / "attention_head.py").read_text(), files=files)
+    finally:
+        shutil.rmtree(loose)
+    log = data.pop("_log")
+    data.pop("_peak_pss")
+    assert SNOOPED in log  # the instructors' log shows what it printed: it looked, and found nothing
+    assert leaked(json.dumps(data)) == []
+    protections = next(line for line in log.splitlines() if line.startswith("protections: "))
+    if landlock_abi() > 0:
+        assert "landlock (ABI" in protections
 
 
 def test_bundled_source_installs_as_a_wheel(tmp_path: Path) -> None:

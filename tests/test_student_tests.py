@@ -7,6 +7,7 @@ collect them); each test copies one into a fresh submission folder as test_<name
 from __future__ import annotations
 
 import ast
+import os
 import random
 import shutil
 import uuid
@@ -27,6 +28,7 @@ from grader.library import known_heads, load_reference, reference_path
 from grader.oracle import LiveOracle
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import SandboxLimits, WorkerPool
+from grader.sandbox._filesystem import landlock_abi
 
 SUITES = Path(__file__).parent / "student_suites"
 
@@ -39,6 +41,7 @@ def suite_text(name: str) -> str:
 
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "student_template" / "test_attention_head.py"
+FILES_ISOLATED = landlock_abi() > 0 or os.geteuid() == 0  # Landlock, or a mount namespace as root
 CHAFFS = known_heads("chaff")
 
 
@@ -76,9 +79,10 @@ def test_a_test_file_that_does_not_import_names_the_file(
 ) -> None:
     text = "from attention_head import helper\n\ndef test_a():\n    pass\n"
     verdict = grade(submission(tmp_path, "imports", text=text), rubric, suite_pool)
-    assert verdict.message.splitlines()[:2] == [
+    assert verdict.message.splitlines()[:3] == [
         "Your test file test_imports.py fails on a correct head, so it would reject a right answer:",
-        "  collection failure: ImportError: cannot import name 'helper' from 'attention_head' (attention_head.py)",
+        "  test_imports.py, line 1: from attention_head import helper",
+        "  collection failure: ImportError: cannot import name 'helper' from 'attention_head'",
     ]
 
 
@@ -144,7 +148,7 @@ def test_renamed_entry_points_get_aliases() -> None:
         ("<report/>", "has no <testsuite>"),
         (
             '<testsuite failures="0"><testcase name="t"><failure message="x"/></testcase></testsuite>',
-            "failures='0'",
+            "count of failures does not match",
         ),
         ("<testsuite>" + "x" * (1 << 20) + "</testsuite>", "larger than"),
     ],
@@ -179,11 +183,13 @@ def test_report_cases_are_read() -> None:
 def test_a_test_failing_on_the_wheat_earns_nothing(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
     verdict = grade(submission(tmp_path, "fails_on_wheat"), rubric, suite_pool)
     assert verdict.status == "failed" and verdict.fraction is None
-    assert verdict.message.splitlines()[:3] == [
+    assert verdict.message.splitlines()[:4] == [
         "Your test test_fails_on_wheat.py::test_upper_triangle_is_used fails on a correct head, so it would "
         "reject a right answer:",
-        "  AssertionError: query 0 should see key 1",
-        "  assert tensor(0., dtype=torch.float64) > 0",
+        '  test_fails_on_wheat.py, line 18: assert w[0, 0, 1] > 0, "query 0 should see key 1"',
+        "  AssertionError: query 0 should see key 1",  # the student's own string; the compared values are not
+        "(Values your test computed from the correct head, and what it printed, are not shown: run your tests "
+        "on your own head with pytest to see them.)",
     ]
 
 
@@ -207,9 +213,13 @@ def test_a_forged_report_is_refused(tmp_path: Path, rubric: Rubric, suite_pool: 
     assert "the test report declares a DTD or entities (pytest exit code 0)" in verdict.message
 
 
+@pytest.mark.parametrize("isolation", ["none", "auto"])
 def test_a_suite_that_keeps_state_between_runs_earns_nothing(
-    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool, monkeypatch: pytest.MonkeyPatch, isolation: str
 ) -> None:
+    """Without file-system isolation the second wheat run catches the state; with it (Landlock or a mount
+    namespace) a run cannot even leave a file behind, so the first run already fails."""
+    monkeypatch.setenv("STEP4_FS_ISOLATION", isolation)
     token = uuid.uuid4().hex
     marker = Path(f"/tmp/step4-stateful-{token}")
     text = (SUITES / "stateful.py").read_text().replace("TOKEN", token)
@@ -218,9 +228,31 @@ def test_a_suite_that_keeps_state_between_runs_earns_nothing(
     finally:
         marker.unlink(missing_ok=True)
     assert verdict.status == "failed" and verdict.fraction is None
-    assert verdict.message.startswith(
+    lines = verdict.message.splitlines()
+    if isolation == "auto" and FILES_ISOLATED:
+        assert lines[0].startswith("Your test test_stateful.py::test_first_run_only fails on a correct head")
+        assert lines[1:3] == ['  test_stateful.py, line 12: with open(MARKER, "w"):', "  PermissionError"]
+        return
+    assert lines[0] == (
         "Your test test_stateful.py::test_first_run_only passed on a correct head once and failed on it in a later run:"
     )
+
+
+@pytest.mark.parametrize("mode", ["message", "compared", "type", "module", "output", "report"])
+def test_a_failure_on_the_wheat_quotes_nothing_of_the_head(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool, mode: str
+) -> None:
+    """A suite holds the correct head in its process and can put its source anywhere a failure is
+    reported; the verdict shows only what the student's own files say (test names, lines, strings)."""
+    text = suite_text("leaks_wheat").replace('MODE = "MODE"', f'MODE = "{mode}"')
+    verdict = grade(submission(tmp_path, "leaks", text=text), rubric, suite_pool)
+    assert verdict.status in ("failed", "error") and verdict.fraction is None
+    head = [line.strip() for line in disguised_head(None).splitlines()]
+    leaked = [line for line in head if len(line) >= 12 and line in verdict.message and line not in text]
+    assert leaked == [], verdict.message
+    assert "Instructor" not in verdict.message and "Definition" not in verdict.message, verdict.message
+    first = verdict.message.splitlines()[0]
+    assert first.startswith(("Your test test_leaks.py::test_leak (one of its parametrized", "Your tests did")), first
 
 
 # ---- whole suites against every chaff ------------------------------------------------------------

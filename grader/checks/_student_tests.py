@@ -15,6 +15,12 @@ that pytest writes inside the worker, treated as untrusted data (:func:`parse_ju
 cross-checked with pytest's exit code. A suite that hangs, exits or leaves no valid report is
 treated like a hostile head: 0 points, and the message says what happened.
 
+Nothing a run computed is quoted back: the worker holds an instructor's head, and a suite can put its
+source (``inspect.getsource``) into any message, test name or output. Of a chaff run only whether it
+was caught counts. Of a failure on the wheat a student sees the failing test's name, the line of their
+own file that failed (read from the grader's copy), the exception type and their own message, each
+checked against their files (:func:`_shown`); never values, reprs, tracebacks or output.
+
 Scope: the chaffs of ``causal_self_attention`` (the head Exercise 2 asks to test) always count; the
 chaffs of another contract function count only when the test files mention its name, so a suite is
 graded on the functions it tests. Chaffs that only the ``performance`` or ``forbidden_api`` checks
@@ -24,10 +30,10 @@ catch compute the reference's values; no property test can reject them, and they
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import random
 import re
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
@@ -41,12 +47,13 @@ from grader.diagnosis import indistinguishable
 from grader.library import KnownHead, known_heads, reference_path
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import Reply, Sandbox, SandboxLimits, WorkerPool
+from grader.sandbox._private import PrivateDir
 
 ALWAYS_IN_SCOPE = ("causal_self_attention",)
 XML_CAP = 1 << 20  # bytes; the worker ships at most one byte more
 TEST_SHARE = 0.25  # one test phase may use this share of a call's time limit, so a slow test is named
 TEXT_CAP = 600  # characters of a failure message quoted back
-SANDBOX_PATH = re.compile(r"[^\s'\"(]*/step4-sandbox-[^/\s]+/(?:src|work)/")
+SANDBOX_PATH = re.compile(r"[^\s'\"(]*/(?:step4-)?sandbox-[^/\s]+/(?:src|work)/")
 OWN_SLOTS = 2  # a private pool runs two suites at once (the grading machines have two cores)
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
@@ -57,7 +64,9 @@ Outcome = Literal["passed", "failed", "empty", "broken", "timeout"]
 class Reported:
     id: str  # "test_file.py::test_name"
     outcome: Literal["passed", "failed", "error", "skipped"]
-    message: str = ""
+    message: str = ""  # as the worker reported it: quote it only for a run on the student's own head
+    exc_type: str = ""  # the exception's name, as reported (checked before it is shown)
+    where: tuple[str, int] | None = None  # the last (file name, line) of the traceback, as reported
 
 
 @dataclass
@@ -66,8 +75,9 @@ class Run:
 
     outcome: Outcome
     cases: list[Reported] = field(default_factory=list)
-    detail: str = ""  # why a run is broken, timed out or empty
+    detail: str = ""  # why a run is broken, timed out or empty (may quote the run's own output)
     duration_s: float = 0.0
+    reason: str = ""  # the same, in the grader's words only: safe for a run on an instructor's head
 
     @property
     def failures(self) -> list[Reported]:
@@ -176,10 +186,13 @@ def run_suite(
     pool: WorkerPool,
     module: str = "attention_head",
 ) -> Run:
-    """Run the test files with pytest in a fresh worker whose folder holds them and ``head``."""
+    """Run the test files with pytest in a fresh worker whose folder holds them and ``head``.
+
+    The folder is private (0700, grader only; the worker gets its own copy of it, readable by its uid
+    alone) and holds nothing else: no other head, no catalog, nothing of the reference's package.
+    """
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="step4-suite-") as tmp:
-        folder = Path(tmp)
+    with PrivateDir("suite") as folder:
         for name, data in files.items():
             (folder / name).write_bytes(data)
         (folder / f"{module}.py").write_text(head, encoding="utf-8")
@@ -195,27 +208,50 @@ def run_suite(
 
 
 def judge_reply(reply: Reply) -> Run:
-    """A run's outcome from the worker's reply: pytest's exit code and its JUnit XML, cross-checked."""
-    if reply.status in ("timeout", "budget"):
-        return Run("timeout", detail=reply.message)
+    """A run's outcome from the worker's reply: pytest's exit code and its JUnit XML, cross-checked.
+
+    ``detail`` may quote the run (its output, an error's message); ``reason`` says the same in the
+    grader's own words, with nothing the run chose beyond a number."""
+    if reply.status in ("timeout", "budget"):  # the grader's own message
+        return Run("timeout", detail=reply.message, reason=reply.message)
     if reply.status in ("import_error", "import_timeout"):  # the head is the instructor's: the grader's failure
         raise RuntimeError(f"an instructor head failed to import in the sandbox: {reply.message}")
     if reply.status != "ok":
-        return Run("broken", detail=reply.message)
+        return Run("broken", detail=reply.message, reason=_safe_reason(reply))
     code = reply.header.get("exit_code")
+    code = code if type(code) is int else None  # the whole header is the run's to forge
     parsed = parse_junit(reply.header.get("xml"))
     if isinstance(parsed, str):
-        return Run("broken", detail=f"{parsed} (pytest exit code {code})")
+        why = f"{parsed} (pytest exit code {code})"
+        return Run("broken", detail=why, reason=why)
     cases = parsed
     bad = [c for c in cases if c.outcome in ("failed", "error")]
     ran = [c for c in cases if c.outcome == "passed"]
     if code == 0 and not bad:
-        return Run("passed", cases) if ran else Run("empty", cases, "every test was skipped")
+        if ran:
+            return Run("passed", cases)
+        return Run("empty", cases, "every test was skipped", reason="every test was skipped")
     if code in (1, 2) and bad:  # 1: tests failed; 2: interrupted, e.g. a test file failed to import
         return Run("failed", cases)
     if code == 5 and not cases:
-        return Run("empty", cases, "pytest collected no tests (test functions are named test_...)")
-    return Run("broken", cases, f"pytest exit code {code} does not agree with its report ({len(bad)} failures)")
+        why = "pytest collected no tests (test functions are named test_...)"
+        return Run("empty", cases, why, reason=why)
+    why = f"pytest exit code {code} does not agree with its report ({len(bad)} failures)"
+    return Run("broken", cases, why, reason=why)
+
+
+_DEATH = re.compile(
+    r"(the worker (exited with code -?\d+|was killed by SIG[A-Z0-9]+ \([\w ]+\)|ended \(exit status unknown\))"
+    r"|memory limit \(\d+ MiB\) exceeded) while running 'pytest'(: its processes used \d+ MiB)?"
+)
+
+
+def _safe_reason(reply: Reply) -> str:
+    """Why a run broke, without its output or its error's message (they may hold the head's source)."""
+    if reply.status == "crash":
+        first = reply.message.split("\n", 1)[0]
+        return first if _DEATH.fullmatch(first) else "the worker running the tests stopped without a valid reply"
+    return "the test run ended with an error instead of a report"
 
 
 def parse_junit(text: object) -> list[Reported] | str:
@@ -232,18 +268,18 @@ def parse_junit(text: object) -> list[Reported] | str:
         return "the test report declares a DTD or entities"
     try:
         root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        return f"the test report is not valid XML ({exc})"
+    except ET.ParseError:
+        return "the test report is not valid XML"
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
     if not suites:
-        return f"the test report has no <testsuite> (root <{root.tag[:40]}>)"
+        return "the test report has no <testsuite>"
     cases: list[Reported] = []
     for suite in suites:
         testcases = suite.findall("testcase")
         for key, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
             n = sum(len(tc.findall(tag)) for tc in testcases)
-            if suite.get(key, "0") != str(n):
-                return f"the test report says {key}={suite.get(key)!r} but lists {n}"
+            if suite.get(key, "0") != str(n):  # the report's own words are not quoted: they are the run's
+                return f"the test report's count of {key} does not match the {n} it lists"
         cases += [_case(tc) for tc in testcases]
     return cases
 
@@ -261,8 +297,17 @@ def _case(tc: ET.Element) -> Reported:
         if lines and lines[-1] not in message:  # e.g. "collection failure" + the ImportError line
             message = f"{message}: {lines[-1]}" if message else lines[-1]
         message = SANDBOX_PATH.sub("", message)  # the worker's private folders mean nothing to a student
-        return Reported(test_id, outcome, message[:TEXT_CAP])  # type: ignore[arg-type]
+        typed = _E_LINE.search(el.text or "") or _E_LINE.match("E " + (el.get("message") or ""))
+        exc_type = typed.group(1) if typed else ""
+        where = None
+        for m in _TB_LINE.finditer(el.text or ""):
+            where = (m.group(1).rsplit("/", 1)[-1], int(m.group(2)))
+        return Reported(test_id, outcome, message[:TEXT_CAP], exc_type[:100], where)  # type: ignore[arg-type]
     return Reported(test_id, "passed")
+
+
+_E_LINE = re.compile(r"^E\s+([A-Za-z_][\w.]*)(?::|$)", re.MULTILINE)  # "E   AssertionError: ..." (the first one)
+_TB_LINE = re.compile(r"^(\S+\.py):(\d{1,6}): in ", re.MULTILINE)  # --tb=short: "test_x.py:18: in test_y"
 
 
 # ---- the whole suite -----------------------------------------------------------------------------
@@ -320,14 +365,14 @@ def grade_suite(
         first = run(None)
         assert first is not None
         if first.outcome != "passed":
-            return _wheat_verdict(first, first=True, notes=notes)
+            return _wheat_verdict(first, files, first=True, notes=notes)
         runs = _run_all(order, run, width)
     missed: list[KnownHead] = []
     for head, result in zip(order, runs, strict=True):
         if result is None:
             continue
         if head is None and result.outcome != "passed":
-            return _wheat_verdict(result, first=False, notes=notes)
+            return _wheat_verdict(result, files, first=False, notes=notes)
         if result.outcome in ("broken", "timeout"):
             return _misbehaved(result, "one of the instructor's buggy heads", notes)
         if head is not None and result.outcome != "failed":
@@ -368,43 +413,161 @@ def _score(chaffs: list[KnownHead], missed: list[KnownHead], notes: list[str]) -
     return failed("\n".join(lines), fraction=fraction, notes=notes)
 
 
-def _wheat_verdict(run: Run, *, first: bool, notes: list[str]) -> Verdict:
+def _wheat_verdict(run: Run, files: dict[str, bytes], *, first: bool, notes: list[str]) -> Verdict:
     if run.outcome in ("broken", "timeout"):
         return _misbehaved(run, "a correct head", notes)
     if run.outcome == "empty":
-        return skipped(f"No test of yours ran on a correct head: {run.detail}.")
+        return skipped(f"No test of yours ran on a correct head: {run.reason}.")
+    known = _Known.of(files)
     case = run.failures[0]  # pytest stops at the first failure (-x)
-    quoted = "  " + case.message.replace("\n", "\n  ")
+    test = known.test_name(case)
+    quoted = "".join(f"\n  {line}" for line in _shown(case, known))
     missing = MISSING_MODULE.search(case.message)
-    if first and missing is not None:  # the environment's gap, not a wrong test
-        package = missing.group(1)
+    package = missing.group(1) if missing is not None else ""
+    if first and package and package.split(".")[0] in known.imports and known.named(package):  # not a wrong test
         whole_file = case.id.startswith("file ")  # a collection failure: the import is at the top of the file
         return failed(
-            f"Your test {case.id} imports {package}, which is not installed where the grader runs your tests "
-            f"(nor is it one of your files){', so no test of that file could run' if whole_file else ''}:\n"
+            f"Your test {test} imports {package}, which is not installed where the grader runs your tests "
+            f"(nor is it one of your files){', so no test of that file could run' if whole_file else ''}:"
             f"{quoted}\nUse torch, pytest, hypothesis or the Python standard library instead of {package}, "
             "or ask your instructor to add it to the course packages.",
             notes=notes,
         )
     if first:
-        lead = f"Your test {case.id} fails on a correct head, so it would reject a right answer:"
+        lead = f"Your test {test} fails on a correct head, so it would reject a right answer:"
         advice = "This check gives no points until every test passes on a correct head. " + (
             "Tests may rely only on what the contract promises (names, shapes, dtypes in the README)."
             if case.outcome == "error"
             else "Check the assertion against the lecture result it cites, and the tolerance it allows."
         )
     else:
-        lead = f"Your test {case.id} passed on a correct head once and failed on it in a later run:"
+        lead = f"Your test {test} passed on a correct head once and failed on it in a later run:"
         advice = (
             "A test's result must not depend on chance or on earlier runs: seed every random input "
             "(torch.Generator().manual_seed(...)) and keep no state between runs."
         )
-    return failed(f"{lead}\n{quoted}\n{advice}", notes=notes)
+    hidden = f"\n{NOT_SHOWN}" if case.outcome == "failed" else ""  # an assertion: its values are the head's
+    return failed(f"{lead}{quoted}{hidden}\n{advice}", notes=notes)
+
+
+NOT_SHOWN = (
+    "(Values your test computed from the correct head, and what it printed, are not shown: run your tests "
+    "on your own head with pytest to see them.)"
+)
+_LIBRARY_MESSAGES = frozenset(  # fixed first lines of common assertion helpers: nothing of the head in them
+    {"Tensor-likes are not close!", "Tensor-likes are not equal!", "Scalars are not close!", "Scalars are not equal!"}
+)
+_TEMPLATES = (  # Python's own wording around names; each name must be one of the student's
+    (re.compile(r"cannot import name '(?P<a>\w+)' from '(?P<b>[\w.]+)'.*"), "cannot import name '{a}' from '{b}'"),
+    (re.compile(r"No module named '(?P<a>[\w.]+)'"), "No module named '{a}'"),
+    (re.compile(r"name '(?P<a>\w+)' is not defined"), "name '{a}' is not defined"),
+    (re.compile(r"module '(?P<a>[\w.]+)' has no attribute '(?P<b>\w+)'"), "module '{a}' has no attribute '{b}'"),
+)
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What the grader knows of the student's test files, from its own copy: the only text it quotes."""
+
+    lines: dict[str, list[str]]  # file name -> its lines
+    defined: dict[str, set[str]]  # file name -> names of the functions and classes it defines
+    names: frozenset[str]  # every identifier in the files
+    imports: frozenset[str]  # top-level names of the modules they import
+    literals: frozenset[str]  # their string constants, stripped
+
+    @classmethod
+    def of(cls, files: dict[str, bytes]) -> _Known:
+        lines: dict[str, list[str]] = {}
+        defined: dict[str, set[str]] = {}
+        names: set[str] = set()
+        imports: set[str] = set()
+        literals: set[str] = set()
+        for file, data in files.items():
+            text = data.decode("utf-8", "replace")
+            lines[file] = text.splitlines()
+            defined[file] = set()
+            try:
+                tree = ast.parse(text)
+            except (SyntaxError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    defined[file].add(node.name)
+                    names.add(node.name)
+                elif isinstance(node, ast.Name):
+                    names.add(node.id)
+                elif isinstance(node, ast.Attribute):
+                    names.add(node.attr)
+                elif isinstance(node, ast.alias):
+                    names.update(node.name.split("."))
+                    imports.add(node.name.split(".")[0])
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names.update(node.module.split("."))
+                    imports.add(node.module.split(".")[0])
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    literals.add(node.value.strip())
+        return cls(lines, defined, frozenset(names), frozenset(imports), frozenset(literals))
+
+    def named(self, dotted: str) -> bool:
+        """Whether every part of ``dotted`` is a name in the student's files."""
+        return all(part in self.names or part in self.imports for part in dotted.split("."))
+
+    def test_name(self, case: Reported) -> str:
+        """The test's id if the student's files define it; a parametrized case's id (which the run made
+        up, from anything) is left out."""
+        if case.id.startswith("file "):
+            file = case.id[len("file ") :]
+            return f"file {file}" if file in self.lines else "file (one of your test files)"
+        file, _, rest = case.id.partition("::")
+        parts = rest.split("::")
+        parts[-1], bracket, _ = parts[-1].partition("[")
+        if file not in self.defined or not all(part in self.defined[file] for part in parts):
+            return "(one of your tests)"
+        return f"{file}::{'::'.join(parts)}" + (" (one of its parametrized cases)" if bracket else "")
+
+
+def _shown(case: Reported, known: _Known) -> list[str]:
+    """What of a failure on an instructor's head may be quoted: the line of the student's own file that
+    failed (from the grader's copy), the exception's name, and its message when the student wrote it
+    (a string in their files, or Python's wording around their names). A run can forge any of these:
+    it then picks among the student's own lines and strings, and shows no text of the head."""
+    shown: list[str] = []
+    if case.where is not None:
+        file, number = case.where
+        lines = known.lines.get(file, [])
+        if 1 <= number <= len(lines) and lines[number - 1].strip():
+            shown.append(f"{file}, line {number}: {lines[number - 1].strip()[:TEXT_CAP]}")
+    name = case.exc_type.rsplit(".", 1)[-1]
+    builtin = isinstance(getattr(builtins, name, None), type) and issubclass(getattr(builtins, name), BaseException)
+    if not (builtin or name in known.names or name == "Failed"):
+        return shown + (["(an exception of a type your files do not name)"] if case.exc_type else [])
+    prefix = "collection failure: " if case.id.startswith("file ") else ""
+    said = _said(case, name, known)
+    shown.append(f"{prefix}{name}: {said}" if said else f"{prefix}{name}")
+    return shown
+
+
+def _said(case: Reported, name: str, known: _Known) -> str:
+    """The exception's message (its first line) if the student wrote it, else ''."""
+    text = case.message
+    if text.startswith("collection failure: "):
+        text = text[len("collection failure: ") :]
+    first = text.split("\n", 1)[0]
+    if not first.startswith(f"{name}:"):
+        return ""
+    first = first[len(name) + 1 :].strip()
+    if first in known.literals or first in _LIBRARY_MESSAGES:
+        return first
+    for template, wording in _TEMPLATES:
+        m = template.fullmatch(first)
+        if m and all(known.named(v) for v in m.groupdict().values()):
+            return wording.format(**m.groupdict())
+    return ""
 
 
 def _misbehaved(run: Run, against: str, notes: list[str]) -> Verdict:
     what = "did not finish" if run.outcome == "timeout" else "did not complete a test run"
-    message = f"Your tests {what} against {against}: {run.detail}. Tests must run to the end and report."
+    message = f"Your tests {what} against {against}: {run.reason}. Tests must run to the end and report."
     return Verdict("timeout" if run.outcome == "timeout" else "error", message, notes=notes)  # type: ignore[arg-type]
 
 

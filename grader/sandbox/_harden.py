@@ -1,8 +1,10 @@
 """Lock a freshly started worker down before any student code is imported.
 
-The steps run in the order of research/sandbox.md section 7.3. A step the platform does not offer
-(macOS, non-root, a container without CAP_SYS_ADMIN) is skipped silently, and ``harden`` returns the
-list of protections that are actually active, which the worker reports to the grader.
+The steps run in the order of research/sandbox.md section 7.3, plus the file-system layer of
+``_filesystem`` (Landlock, else a mount namespace as root) before seccomp. A step the platform does
+not offer (macOS, non-root, a container without CAP_SYS_ADMIN) is skipped silently, and ``harden``
+returns the list of protections that are actually active, which the worker reports to the grader;
+with no file-system layer at all, the list says so.
 
 Runs inside the worker: standard library and ctypes only; never imports ``grader``.
 """
@@ -18,19 +20,22 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-import _seccomp  # type: ignore[import-not-found]  # served by the worker's bootstrap finder
+import _filesystem  # type: ignore[import-not-found]  # served by the worker's bootstrap finder
+import _seccomp  # type: ignore[import-not-found]
 
 _LINUX = sys.platform.startswith("linux")
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWIPC = 0x08000000
 _MIB = 1024 * 1024
 
 
 def harden(channel_fd: int, cfg: dict[str, Any]) -> list[str]:
     """Apply every available protection to this process; returns the ones now active.
 
-    ``cfg`` holds ``limits`` (a SandboxLimits dump), ``uid`` (slot uid or None), ``work_dir``,
-    ``pdeathsig`` and ``expected_ppid``.
+    ``cfg`` holds ``limits`` (a SandboxLimits dump), ``uid`` (slot uid or None), ``src_dir``,
+    ``work_dir``, ``pdeathsig``, ``expected_ppid``, and for the file system ``secret_paths``,
+    ``guarded_paths`` and ``fs_isolation`` (see ``_filesystem``).
     """
     limits: dict[str, Any] = cfg["limits"]
     uid: int | None = cfg.get("uid")
@@ -40,13 +45,24 @@ def harden(channel_fd: int, cfg: dict[str, Any]) -> list[str]:
     active.append("own session")
     active += _oom_first()
     active += _rlimits(limits, dedicated_uid=uid is not None)
+    mode = _filesystem.isolation_mode(cfg)
+    # Landlock's rules name paths by open fds: opened now, while a root grader's worker can still
+    # reach a Python installed under a root-only folder; enforced below, once the uid is dropped.
+    ruleset = _filesystem.build_landlock(cfg) if mode == "auto" else None
+    files: list[str] = []
     if uid is not None and os.geteuid() == 0:
         if not limits["network"]:
             active += _unshare_network()  # needs root, so before the uid drop
+        active += _unshare_ipc()
+        if ruleset is None and mode != "none":
+            files = _filesystem.mount_namespace(cfg)  # the uid drop below takes the power to undo it
         _pin_import_roots()
         active += _drop_privileges(uid)
     if cfg.get("pdeathsig"):
         active += _parent_death_signal(cfg["expected_ppid"])  # after the uid drop, which clears it
+    if ruleset is not None and ruleset.enforce():
+        files = _filesystem.landlock_label(ruleset)
+    active += files or [_filesystem.NONE_AVAILABLE]
     active += _seccomp.install(allow_network=bool(limits["network"]))
     active += _private_cwd(cfg["work_dir"])
     return active
@@ -129,6 +145,13 @@ def _unshare_network() -> list[str]:
     if not _LINUX or _libc().unshare(ctypes.c_int(_CLONE_NEWNET)) != 0:
         return []
     return ["network namespace"]
+
+
+def _unshare_ipc() -> list[str]:
+    """Own System V IPC objects: no shared memory or message queue left for another worker to find."""
+    if not _LINUX or _libc().unshare(ctypes.c_int(_CLONE_NEWIPC)) != 0:
+        return []
+    return ["IPC namespace"]
 
 
 def _pin_import_roots() -> None:

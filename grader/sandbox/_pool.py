@@ -7,6 +7,8 @@ import os
 import queue
 import sys
 import threading
+from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 
 from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported
@@ -17,6 +19,10 @@ class WorkerPool:
     """``slots`` worker slots; ``Sandbox(..., pool=pool)`` borrows one for its lifetime.
 
     ``lazy`` starts each slot's zygote on first use instead of now (for pools that may stay unused).
+    ``secret_paths``: folders its workers must never read, beyond the grader's own (a batch's
+    submissions and output); ``guarded_paths``: folders not readable as a whole, though a folder inside
+    may be (/autograder, holding the virtual environment). ``sandbox_uids=False`` keeps a root grader's
+    workers on its own uid (tests: what a laptop without root gets).
 
     On Linux each slot is a zygote that already imported torch, so a submission's worker starts in
     tens of milliseconds; elsewhere (or with ``STEP4_NO_FORK=1``) each worker is a fresh interpreter.
@@ -24,11 +30,21 @@ class WorkerPool:
     """
 
     def __init__(
-        self, slots: int = 1, *, uid_base: int | None = None, fork: bool | None = None, lazy: bool = False
+        self,
+        slots: int = 1,
+        *,
+        uid_base: int | None = None,
+        fork: bool | None = None,
+        lazy: bool = False,
+        secret_paths: Sequence[Path] = (),
+        guarded_paths: Sequence[Path] = (),
+        sandbox_uids: bool = True,
     ) -> None:
         if slots < 1:
             raise ValueError(f"a pool needs at least one slot, got slots={slots}")
         base = DEFAULT_UID_BASE if uid_base is None else uid_base
+        self.secret_paths = tuple(Path(p) for p in secret_paths)
+        self.guarded_paths = tuple(Path(p) for p in guarded_paths)
         self.grader_non_dumpable = _forbid_reading_our_memory()
         self.mode = "fork" if (fork_supported() if fork is None else fork) else "spawn"
         self._slots: list[Slot] = []
@@ -37,7 +53,7 @@ class WorkerPool:
         self._closed = False
         try:
             for _ in range(slots):
-                lease = lease_uid(base) if _is_root() else None
+                lease = lease_uid(base) if _is_root() and sandbox_uids else None
                 slot: Slot = ZygoteSlot(lease, eager=not lazy) if self.mode == "fork" else SpawnSlot(lease)
                 self._slots.append(slot)
                 self._free.put(slot)

@@ -23,6 +23,7 @@ from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame
 from grader.sandbox._limits import SandboxLimits
 from grader.sandbox._output import CapturedOutput, OutputCollector, OutputDrain
 from grader.sandbox._pool import WorkerPool
+from grader.sandbox._private import guarded_paths, secret_paths
 from grader.sandbox._reaper import describe_exit, kill_leftovers
 from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, ZygoteSlot, poll_in, subtree
 from grader.sandbox._watchdog import MemoryWatchdog
@@ -124,6 +125,11 @@ class Sandbox:
             "uid": self._slot.uid,
             "ops_path": None if ops is None else str(Path(ops).resolve()),
             "pdeathsig": True,
+            # what the worker may never read (see _filesystem); STEP4_FS_ISOLATION=mount|none skips
+            # Landlock (or both layers) to test the fallbacks
+            "secret_paths": secret_paths(self._pool.secret_paths),
+            "guarded_paths": guarded_paths(self._pool.guarded_paths),
+            "fs_isolation": os.environ.get("STEP4_FS_ISOLATION", "auto"),
         }
         self._output = OutputCollector(self._limits.output_cap_kb * 1024)
         self._max_reply = self._limits.max_reply_mb * _MIB
@@ -472,10 +478,16 @@ class Sandbox:
                 f"output capped at {lim.output_cap_kb} KiB",
                 "pickle-free size-capped replies",
                 "read-only copy of the submission",
+                self._copies_protection(),
             ]
             + (["grader memory unreadable (non-dumpable)"] if self._pool.grader_non_dumpable else [])
             + self._slot.protections()
         )
+
+    def _copies_protection(self) -> str:
+        if self._slot.uid is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
+            return "private copies readable only by the sandbox uid"
+        return "private copies 0700"
 
     def _sidecar_pids(self) -> set[int]:
         return {side._live.worker.pid for side in self._sidecars if side._live is not None}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import grp
 import os
 import pwd
 import stat
@@ -38,8 +39,9 @@ def lease_uid(base: int) -> UidLease:
     lock_dir = _lock_dir()
     busy = _uids_with_processes()
     for uid in range(base, base + _SPAN):
-        # a real account, or a uid some other tool is using: never run code as it, never kill(-1) as it
-        if uid in busy or _has_passwd_entry(uid):
+        # a real account, or a uid some other tool is using: never run code as it, never kill(-1) as it;
+        # nor a gid with a group entry: a worker runs with gid = uid, and its private copy is readable by that gid
+        if uid in busy or _has_passwd_entry(uid) or _has_group_entry(uid):
             continue
         fd = os.open(lock_dir / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
@@ -57,6 +59,14 @@ def _uids_with_processes() -> set[int]:
         if p.info["uids"] is not None:
             busy.update(p.info["uids"])
     return busy
+
+
+def _has_group_entry(gid: int) -> bool:
+    try:
+        grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return True
 
 
 def _has_passwd_entry(uid: int) -> bool:

@@ -1,21 +1,25 @@
 """A private directory per sandbox: a read-only copy of the submission and a scratch work dir.
 
-    <root>/      0711 grader   (enter only: no listing)
-      src/       0555 grader   regular files copied from the submission, 0444
-      work/      0700 worker   the worker's cwd, HOME and TMPDIR
+    <private root>/sandbox-XXXX/   0700 grader; as root 0750 root:<slot gid> (the slot enters, nobody else)
+      src/                         0500 grader; as root 0550 root:<slot gid>: regular files, 0400 / 0440
+      work/                        0700 worker: its cwd, HOME and TMPDIR
 
 The worker never runs inside the submission directory (module shadowing), cannot edit the source it
-is graded on, and, running as its own uid, cannot write anywhere the grader owns.
+is graded on, and, running as its own uid, cannot write anywhere the grader owns. As root, only the
+slot's own uid (whose gid is the same number) can read the copy: not another slot's worker, not any
+other user. The folder is locked while in use, so a grader killed with ``kill -9`` leaves a copy that
+the next start removes (``_private``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import stat
-import tempfile
 from pathlib import Path
+
+from grader.sandbox._private import PrivateDir, remove_tree
+
+__all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "Workspace", "remove_tree"]
 
 MAX_FILE_BYTES = 8 << 20
 MAX_TOTAL_BYTES = 32 << 20
@@ -24,41 +28,41 @@ MAX_FILES = 256
 
 class Workspace:
     def __init__(self, submission_dir: Path, uid: int | None) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="step4-sandbox-"))
-        os.chmod(self.root, 0o711)
-        self.src = self.root / "src"
-        self.work = self.root / "work"
-        self.src.mkdir(mode=0o755)
-        self.work.mkdir(mode=0o700)
-        if uid is not None:
-            os.chown(self.work, uid, uid)
-        self.skipped = _copy_regular_files(Path(submission_dir), self.src)
-        os.chmod(self.src, 0o555)
+        self._dir = PrivateDir("sandbox")
+        try:
+            self.root = self._dir.path
+            self.src = self.root / "src"
+            self.work = self.root / "work"
+            self.src.mkdir(mode=0o700)
+            self.work.mkdir(mode=0o700)
+            self.skipped = _copy_regular_files(Path(submission_dir), self.src)
+            self._restrict(uid)
+        except BaseException:
+            self._dir.remove()
+            raise
+
+    def _restrict(self, uid: int | None) -> None:
+        """Readable by the worker only: as root, by the slot's uid through the group (the worker drops to
+        gid = uid with no other groups), so it may read but never change its copy."""
+        files = [self.src / name for name in os.listdir(self.src)]
+        if uid is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+            for f in files:
+                os.chmod(f, 0o400)
+            os.chmod(self.src, 0o500)
+            return
+        me = os.geteuid()
+        for f in files:
+            os.chown(f, me, uid)
+            os.chmod(f, 0o440)
+        os.chown(self.src, me, uid)
+        os.chmod(self.src, 0o550)
+        os.chown(self.work, uid, uid)
+        os.chown(self.root, me, uid)
+        os.chmod(self.root, 0o750)
 
     def remove(self) -> None:
         """Delete everything; call only once no worker process is left (nothing can race the walk)."""
-        remove_tree(self.root)
-
-
-def remove_tree(root: Path) -> None:
-    """Delete a workspace left by a sandbox, whatever permissions the student gave its files."""
-    if root.exists():
-        _open_up(root)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _open_up(root: Path) -> None:
-    """Make every directory writable: a non-root grader cannot empty our 0555 src copy or a dir the
-    student chmod-ed to 000. Symlinks are skipped, since chmod would follow them out of the tree."""
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return  # root needs no permission bits to delete
-    os.chmod(root, 0o700)
-    for parent, dirs, _ in os.walk(root):  # top-down: each dir is opened up before the walk enters it
-        for name in dirs:
-            path = os.path.join(parent, name)
-            if not os.path.islink(path):
-                with contextlib.suppress(OSError):
-                    os.chmod(path, 0o700)
+        self._dir.remove()
 
 
 def _copy_regular_files(source: Path, dest: Path) -> list[str]:
@@ -78,8 +82,9 @@ def _copy_regular_files(source: Path, dest: Path) -> list[str]:
         with os.fdopen(fd, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
         target = dest / entry.name
-        target.write_bytes(data)
-        os.chmod(target, 0o444)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         total += len(data)
         copied += 1
     return skipped

@@ -27,7 +27,7 @@ import traceback
 from typing import Any, NoReturn
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CHILD_MODULES = frozenset({"_child", "_framing", "_harden", "_seccomp", "_wire", "_ops"})
+_CHILD_MODULES = frozenset({"_child", "_filesystem", "_framing", "_harden", "_seccomp", "_wire", "_ops"})
 _CHANNEL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
@@ -150,7 +150,7 @@ def _warm_up() -> int:
     mask = torch.ones(5, 5, dtype=torch.bool).tril()
     out = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ q
     out.sum().backward()
-    for name in ("_framing", "_wire", "_seccomp", "_harden", "_child", "_ops"):
+    for name in ("_framing", "_wire", "_seccomp", "_filesystem", "_harden", "_child", "_ops"):
         # _ops may fail here: workers load it again by path and report the error properly
         with contextlib.suppress(Exception):
             __import__(name)
@@ -225,6 +225,8 @@ class Zygote:
     def _spawn(self, cfg: dict[str, Any], fds: list[int]) -> int:
         chan_fd, out_fd = fds
         self.uid = cfg.get("uid")
+        with contextlib.suppress(Exception):  # the worker works it out itself if this fails
+            sys.modules["_filesystem"].prepare(cfg)  # the file-system rules, once for all workers
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()

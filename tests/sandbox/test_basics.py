@@ -10,6 +10,7 @@ import torch
 from sandbox_helpers import IS_ROOT, OpenSandbox, call, head_inputs, reference_head
 
 from grader.sandbox import Sandbox, SandboxLimits, WorkerPool
+from grader.sandbox._filesystem import landlock_abi
 
 
 def test_correct_head_answers_with_plain_tensors(open_sandbox: OpenSandbox) -> None:
@@ -124,6 +125,10 @@ def test_protections_are_reported(open_sandbox: OpenSandbox) -> None:
     ):
         assert expected in active
     assert any(p.startswith("time limits") for p in active)
+    files = [p for p in active if p.startswith(("landlock (ABI", "mount namespace:", "file-system isolation: none"))]
+    assert len(files) == 1, active  # exactly one file-system layer is named, or that there is none
+    if landlock_abi() > 0:
+        assert files[0].startswith("landlock (ABI")
     if IS_ROOT:
         assert any(p.startswith("uid ") for p in active)
         assert "rlimit nproc 64" in active and "rlimit data 2048 MiB" in active

@@ -1,0 +1,178 @@
+"""Private folders for copies of submissions, and the paths no worker may ever see.
+
+Every private copy (a prepared submission, a sandbox's workspace, a student-test run's folder) lives in
+one per-user folder that others can enter but not list::
+
+    <tmp>/step4-grader-<euid>/        0711 grader
+      sub-XXXX/      0700 grader      the prepared submission (the grader reads it; no worker does)
+      suite-XXXX/    0700 grader      one run of a student's tests: their files and one head
+      sandbox-XXXX/  0700 grader, or 0750 root:<slot gid> as root (see _workspace)
+
+Each folder is locked (``flock`` on the folder itself) for as long as its creator uses it, so a grader
+that starts removes the folders that a killed run (``kill -9``) left behind, and never those of a
+grader running meanwhile: a folder whose lock can be taken is stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import stat
+import sys
+import sysconfig
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+KINDS = ("sub", "suite", "sandbox")
+_LOCK_FILE = ".lock"
+_root: Path | None = None
+_root_lock = threading.Lock()
+
+
+def private_root() -> Path:
+    """This user's folder of private copies, made (0711) on first use; stale copies in it are removed then.
+
+    The name is fixed per user, so later runs find what a killed one left. If someone else made it (or
+    it is a link), a fresh folder of our own is used instead, and nothing is swept.
+    """
+    global _root
+    with _root_lock:
+        if _root is not None and _root.is_dir():
+            return _root
+        euid = os.geteuid() if hasattr(os, "geteuid") else 0
+        shared = Path(tempfile.gettempdir()) / f"step4-grader-{euid}"
+        with contextlib.suppress(FileExistsError):
+            shared.mkdir(mode=0o711)
+        st = os.lstat(shared)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == euid and st.st_mode & 0o022 == 0:
+            os.chmod(shared, 0o711)  # enter only: nobody else may list the copies' names
+            _root = shared
+            sweep_stale(shared)
+        else:
+            _root = Path(tempfile.mkdtemp(prefix=f"step4-grader-{euid}-"))
+            os.chmod(_root, 0o711)
+        return _root
+
+
+class PrivateDir:
+    """A fresh 0700 folder in :func:`private_root`, locked until :meth:`remove`."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind of private folder {kind!r}")
+        root = private_root()
+        with _creating(root):  # a sweep never sees it between mkdtemp and the lock
+            self.path = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=root))
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def remove(self) -> None:
+        """Delete the folder and drop its lock; idempotent."""
+        try:
+            remove_tree(self.path)
+        finally:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+@contextlib.contextmanager
+def _creating(root: Path, *, sweep: bool = False) -> Iterator[None]:
+    """Shared while a folder is made and locked; exclusive while stale ones are looked for."""
+    fd = os.open(root / _LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if sweep else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def sweep_stale(root: Path | None = None) -> list[Path]:
+    """Remove the private folders in ``root`` that nobody holds (left by a killed run); returns them."""
+    root = private_root() if root is None else root
+    removed: list[Path] = []
+    with _creating(root, sweep=True):
+        for entry in sorted(os.scandir(root), key=lambda e: e.name):
+            if not entry.name.startswith(tuple(f"{k}-" for k in KINDS)) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a live grader's copy
+                continue
+            finally:
+                os.close(fd)  # ours, if we got it: nobody else can take it meanwhile (we hold the sweep lock)
+            remove_tree(Path(entry.path))
+            removed.append(Path(entry.path))
+    return removed
+
+
+def remove_tree(root: Path) -> None:
+    """Delete a private folder, whatever permissions the student gave the files in it."""
+    if root.exists():
+        _open_up(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _open_up(root: Path) -> None:
+    """Make every directory writable: a non-root grader cannot empty a 0500 src copy or a dir the
+    student chmod-ed to 000. Symlinks are skipped, since chmod would follow them out of the tree."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return  # root needs no permission bits to delete
+    os.chmod(root, 0o700)
+    for parent, dirs, _ in os.walk(root):  # top-down: each dir is opened up before the walk enters it
+        for name in dirs:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+
+
+# -- secrets ----------------------------------------------------------------------------------------
+
+
+def secret_paths(extra: Sequence[Path] = ()) -> list[str]:
+    """Folders a worker must never read, nor anything inside them: the grader package (its data:
+    reference, chaffs, rubrics, snapshots), the bundled data wherever it lies, every private copy, and
+    ``extra`` (a batch's submissions and output folders)."""
+    from grader import _paths
+
+    found = [_paths._PACKAGE, *(_paths.bundled(name) for name in _paths._MAPPED), private_root(), *extra]
+    return sorted({os.path.realpath(p) for p in found})
+
+
+def guarded_paths(extra: Sequence[Path] = ()) -> list[str]:
+    """Folders a worker may not read as a whole, though a folder inside one may be granted (a virtual
+    environment inside the checkout): the source checkout, the grader's working folder, and ``extra``
+    (/autograder, which holds the grader's virtual environment beside its source and the submission)."""
+    from grader import _paths
+
+    found: list[Path] = list(extra)
+    checkout = _paths._PACKAGE.parent
+    if (checkout / "pyproject.toml").is_file():  # a source checkout (editable install), not site-packages
+        found.append(checkout)
+    with contextlib.suppress(OSError):
+        cwd = os.path.realpath(Path.cwd())
+        system = ("/", "/usr", "/lib", "/etc", "/bin", "/sbin", "/var")
+        installed = (sys.prefix, sys.base_prefix, *sysconfig.get_paths().values())
+        libraries = {os.path.realpath(p) for p in installed if p}
+        if cwd not in system and not any(_inside(cwd, lib) for lib in libraries):  # never cut Python's own folders
+            found.append(Path(cwd))
+    return sorted({os.path.realpath(p) for p in found})
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
