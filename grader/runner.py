@@ -23,6 +23,7 @@ from grader.models import CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
+from grader.sandbox._pool import Cancelled
 from grader.submission import contract_names, prepare
 from grader.visuals import collect_visuals, reference_scale
 
@@ -157,14 +158,16 @@ def _run_checks(
             done.update((cid, run(cid, head)) for cid in selected if cid not in done)
         return [done[cid] for cid in selected]
     again: list[str] = []
-    for cid in here[1:]:
-        if CHECKS[cid].timed:
-            side.wait_for_checks()
-        before, started = sandbox.interruptions, time.monotonic()
-        done[cid] = run(cid, head)
-        if sandbox.interruptions != before and side.ran_since(started):
-            again.append(cid)
-    side.join()
+    try:
+        for cid in here[1:]:
+            if CHECKS[cid].timed:
+                side.wait_for_checks()
+            before, started = sandbox.interruptions, time.monotonic()
+            done[cid] = run(cid, head)
+            if sandbox.interruptions != before and side.ran_since(started):
+                again.append(cid)
+    finally:  # a cancelled grade (grade --watch) too: the sidecar's thread has closed its worker
+        side.join()
     done.update(side.done)
     for cid in sorted(again + side.again, key=selected.index):
         done[cid] = run(cid, head)
@@ -179,6 +182,7 @@ class _Sidecar:
         self._sandbox, self._head, self._ids, self._run, self._then = sandbox, head, ids, run, then
         self.done: dict[str, CheckResult] = {}
         self.again: list[str] = []
+        self._cancelled = False
         self._finished: float | None = None
         self._checks_done = threading.Event()
         self._thread = threading.Thread(target=self._work, name="sidecar-checks", daemon=True)
@@ -203,6 +207,8 @@ class _Sidecar:
                     self.again.append(cid)
                 else:
                     self.done[cid] = result
+        except Cancelled:  # the grade is abandoned: join() says so in the grading thread
+            self._cancelled = True
         except BaseException:  # pragma: no cover - run_check never raises; then run them all here again
             self.again = [cid for cid in self._ids if cid not in self.done]
             traceback.print_exc()
@@ -218,7 +224,10 @@ class _Sidecar:
         self._checks_done.wait()
 
     def join(self) -> None:
+        """Wait for the thread; raises Cancelled when the pool was cancelled under it."""
         self._thread.join()
+        if self._cancelled:
+            raise Cancelled
 
     def ran_since(self, moment: float) -> bool:
         finished = self._finished

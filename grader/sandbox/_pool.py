@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import queue
 import sys
 import threading
+from collections.abc import Iterator
 from types import TracebackType
 
-from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported
+from grader.sandbox._slots import Slot, SlotError, SpawnSlot, ZygoteSlot, fork_supported
 from grader.sandbox._uids import DEFAULT_UID_BASE, lease_uid
 
 
@@ -87,6 +89,45 @@ class WorkerPool:
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
+
+    # -- cancelling (grade --watch: a newer save abandons the grade in flight) ------------------
+
+    _cancelled = False
+
+    def cancel(self) -> None:
+        """From another thread: abandon whatever the pool's sandboxes are doing. Every worker of every
+        zygote is killed now, and until :meth:`resume` every request and start raises :class:`Cancelled`.
+        Call it again while the abandoned work unwinds: a worker launched just after a sweep is not
+        killed by it. Where workers do not fork from a zygote, a request in flight runs to its end."""
+        self._cancelled = True
+        for slot in self._slots:
+            if isinstance(slot, ZygoteSlot):
+                with contextlib.suppress(SlotError):
+                    slot.sweep(None)
+
+    def resume(self) -> None:
+        """Lend workers again after :meth:`cancel` (once the abandoned work has unwound)."""
+        self._cancelled = False
+
+    @contextlib.contextmanager
+    def cancellable(self) -> Iterator[None]:
+        """Around a sandbox's request: raise :class:`Cancelled` before it when the pool is cancelled, and
+        after it when the pool was cancelled meanwhile (its reply, cut short by the sweep, is no answer)."""
+        if self._cancelled:
+            raise Cancelled
+        try:
+            yield
+        except SlotError:  # a worker killed while it started
+            if self._cancelled:
+                raise Cancelled from None
+            raise
+        if self._cancelled:
+            raise Cancelled
+
+
+class Cancelled(BaseException):
+    """The pool was cancelled (:meth:`WorkerPool.cancel`): the grade is abandoned, not judged. A
+    BaseException, so that no check or runner turns it into a verdict."""
 
 
 def _is_root() -> bool:
