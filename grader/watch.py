@@ -34,7 +34,7 @@ from grader.sandbox import WorkerPool
 from grader.sandbox._pool import Cancelled
 from grader.submission import JUNK_DIRS, SubmissionError
 
-STEP_MS = 20  # a burst of changes ends after this long without another (an editor's save takes a few ms)
+STEP_MS = 10  # a burst of changes ends after this long without another (an editor's save takes about 1 ms)
 MAX_BURST_MS = 500  # a burst longer than this is graded anyway (a formatter rewriting on save cancels it)
 RESWEEP_S = 0.2  # while an abandoned grade unwinds, sweep its workers again this often
 UNWIND_S = 60.0  # at Ctrl-C, wait this long at most for the grade in flight to unwind
