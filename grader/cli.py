@@ -84,6 +84,15 @@ def grade_main(argv: list[str]) -> int:
         return _fail("--fail-under sets the exit status of one grade; --watch exits 0 on Ctrl-C")
     if args.watch and not args.submission.exists():
         return _fail(f"{args.submission} does not exist")
+    if not args.watch:
+        return _grade(args)
+    try:
+        return _grade(args)
+    except KeyboardInterrupt:  # Ctrl-C before the watch began (importing torch): the same clean end
+        return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
     from grader.sandbox._pool import WorkerPool
 
     # Two slots: the head's, and one for the student's own tests. The head's zygote starts first of all,

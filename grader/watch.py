@@ -23,7 +23,6 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import TextIO
 
 import torch
@@ -37,7 +36,7 @@ from grader.submission import JUNK_DIRS, SubmissionError
 STEP_MS = 10  # a burst of changes ends after this long without another (an editor's save takes about 1 ms)
 MAX_BURST_MS = 500  # a burst longer than this is graded anyway (a formatter rewriting on save cancels it)
 RESWEEP_S = 0.2  # while an abandoned grade unwinds, sweep its workers again this often
-UNWIND_S = 60.0  # at Ctrl-C, wait this long at most for the grade in flight to unwind
+UNWIND_S = 10.0  # at Ctrl-C, wait this long at most for the grade in flight to unwind (closing the pool ends the rest)
 SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
@@ -170,7 +169,10 @@ class Session:
             elif outcome.cancelled:  # cancelled by no save of ours (cannot happen; be safe): grade again
                 self._wake.set()
             elif outcome.result is not None:
-                self._show(self._last, outcome.result)
+                try:
+                    self._show(self._last, outcome.result)
+                except Exception:  # a report that cannot be written: say so, and keep watching
+                    traceback.print_exc(file=self._err)
                 self._last = outcome.result
             elif outcome.error is not None:
                 print(f"grade: error: {outcome.error}", file=self._err, flush=True)
@@ -222,10 +224,11 @@ class _StopFlag:
         self._ready: Callable[[], None] | None = ready
 
     def is_set(self) -> bool:
-        if self._ready is not None:
+        stopping = self._stop.is_set()
+        if self._ready is not None and not stopping:
             ready, self._ready = self._ready, None
             ready()
-        return self._stop.is_set()
+        return stopping
 
 
 def watch(
@@ -236,50 +239,40 @@ def watch(
     import watchfiles
 
     root, recursive, relevant = watched(submission, ignore)
-    flag = _StopFlag(stop_event or threading.Event(), session.start)
-    try:
-        with _sigterm_as_interrupt():
+    stop = stop_event or threading.Event()
+    with _signals_stop(stop):  # also while the session stops: a second Ctrl-C cuts nothing short
+        try:
             for _changes in watchfiles.watch(
                 root,
                 watch_filter=lambda _change, path: relevant(Path(path)),
                 debounce=MAX_BURST_MS,
                 step=STEP_MS,
-                stop_event=flag,
+                stop_event=_StopFlag(stop, session.start),
                 recursive=recursive,
             ):
                 session.saved()
-    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM): a normal end
-        pass
-    finally:
-        with _interrupts_ignored():  # a second Ctrl-C must not cut the cleanup short
+        except KeyboardInterrupt:  # a SIGINT handler of someone else's raised it: a normal end all the same
+            pass
+        finally:
             session.stop()
     return 0
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the watch as Ctrl-C does (in the main thread; elsewhere signals are not ours)."""
+def _signals_stop(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C and SIGTERM set ``stop`` (the watcher sees it within a step) instead of raising where they
+    land: an exception raised in a finalizer or a library's cleanup would be swallowed. Only in the main
+    thread, and only for signals left at Python's defaults (a background job ignores SIGINT: so does this)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+    previous = {}
+    for signum, default in defaults.items():
+        if signal.getsignal(signum) is default:
+            previous[signum] = signal.signal(signum, lambda _signum, _frame: stop.set())
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _interrupts_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
