@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import queue
 import sys
 import threading
-from collections.abc import Iterator
 from types import TracebackType
 
-from grader.sandbox._slots import Slot, SlotError, SpawnSlot, ZygoteSlot, fork_supported
+from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported
 from grader.sandbox._uids import DEFAULT_UID_BASE, lease_uid
 
 
@@ -99,35 +97,48 @@ class WorkerPool:
         zygote is killed now, and until :meth:`resume` every request and start raises :class:`Cancelled`.
         Call it again while the abandoned work unwinds: a worker launched just after a sweep is not
         killed by it. Where workers do not fork from a zygote, a request in flight runs to its end."""
+        import contextlib  # (imported here, as below: this block keeps to itself)
+
+        from grader.sandbox._slots import SlotError
+
         self._cancelled = True
         for slot in self._slots:
             if isinstance(slot, ZygoteSlot):
-                with contextlib.suppress(SlotError):
+                with contextlib.suppress(SlotError):  # a broken zygote was killed with its whole tree instead
                     slot.sweep(None)
 
     def resume(self) -> None:
         """Lend workers again after :meth:`cancel` (once the abandoned work has unwound)."""
         self._cancelled = False
 
-    @contextlib.contextmanager
-    def cancellable(self) -> Iterator[None]:
+    def cancellable(self) -> _CancelPoint:
         """Around a sandbox's request: raise :class:`Cancelled` before it when the pool is cancelled, and
         after it when the pool was cancelled meanwhile (its reply, cut short by the sweep, is no answer)."""
-        if self._cancelled:
-            raise Cancelled
-        try:
-            yield
-        except SlotError:  # a worker killed while it started
-            if self._cancelled:
-                raise Cancelled from None
-            raise
-        if self._cancelled:
-            raise Cancelled
+        return _CancelPoint(self)
 
 
 class Cancelled(BaseException):
     """The pool was cancelled (:meth:`WorkerPool.cancel`): the grade is abandoned, not judged. A
     BaseException, so that no check or runner turns it into a verdict."""
+
+
+class _CancelPoint:
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+
+    def __enter__(self) -> None:
+        if self._pool._cancelled:
+            raise Cancelled
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: BaseException | TracebackType | None) -> None:
+        from grader.sandbox._slots import SlotError
+
+        if not self._pool._cancelled:
+            return
+        if exc_type is None:
+            raise Cancelled
+        if issubclass(exc_type, SlotError):  # a worker killed while it started
+            raise Cancelled from None
 
 
 def _is_root() -> bool:
