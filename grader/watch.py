@@ -63,24 +63,26 @@ def watched(submission: Path, ignore: tuple[Path, ...] = ()) -> tuple[Path, bool
 
 
 def change_line(before: GradeResult | None, after: GradeResult) -> str:
-    """One line on what changed since the last grade: 'causal_mask: failed -> passed; score 61 -> 80'."""
+    """One line on what changed since the last grade, checks that changed alike named together:
+    'causal_mask, convex_hull: failed -> passed, reference_match: 3 -> 12 / 12; score 61 -> 80'."""
     score = f"{fmt_points(after.score)} / {fmt_points(after.max_score)}"
     if before is None:
         return f"Since the last run: nothing yet (first grade of this watch; score {score})"
     old = {c.id: c for c in before.checks}
-    changes = []
+    changes: dict[str, list[str]] = {}  # "failed -> passed" -> the checks, in rubric order
     for c in after.checks:
         was = old.get(c.id)
         if was is None:
             continue
         if was.status != c.status:
-            changes.append(f"{c.id}: {was.status} -> {c.status}")
+            changes.setdefault(f"{was.status} -> {c.status}", []).append(c.id)
         elif was.score != c.score:
-            changes.append(f"{c.id}: {fmt_points(was.score)} -> {fmt_points(c.score)} / {fmt_points(c.max_score)}")
+            points = f"{fmt_points(was.score)} -> {fmt_points(c.score)} / {fmt_points(c.max_score)}"
+            changes.setdefault(points, []).append(c.id)
     if not changes:
         return f"Since the last run: no change (score {score})"
-    total = f"score {fmt_points(before.score)} -> {fmt_points(after.score)}"
-    return f"Since the last run: {', '.join(changes)}; {total}"
+    listed = ", ".join(f"{', '.join(ids)}: {change}" for change, ids in changes.items())
+    return f"Since the last run: {listed}; score {fmt_points(before.score)} -> {fmt_points(after.score)}"
 
 
 @dataclass
