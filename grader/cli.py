@@ -1,6 +1,7 @@
 """The ``grade`` command: argument parsing and exit codes; all work happens in the runner.
 
     grade SUBMISSION [--rubric F] [--json F] [--html F] [--only ID ...] [--seed N] [--fail-under X]
+    grade SUBMISSION --watch [...]    grade again on every save (grader/watch.py); Ctrl-C ends it with 0
     grade schema                      print the JSON Schema of --json output
     grade student-kit --out DIR       the wheel students install: no reference, no chaffs (grader/kit.py)
 
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from grader.models import GradeResult
+    from grader.rubric import Rubric
+    from grader.sandbox._pool import WorkerPool
 
 USAGE_ERROR = 2
 
@@ -41,6 +44,11 @@ def _grade_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-under", type=float, metavar="PERCENT", help="exit 1 when the score is under this percentage")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run the head (default cpu)")
     p.add_argument("--quiet", action="store_true", help="print only the score line")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="grade now and again on every save of the module, notebook or tests (Ctrl-C to stop)",
+    )
     p.add_argument(
         "--definitions-only",
         action="store_true",
@@ -72,6 +80,19 @@ def _uid_base(rubric_path: Path | None) -> int:
 
 def grade_main(argv: list[str]) -> int:
     args = _grade_parser().parse_args(argv)
+    if args.watch and args.fail_under is not None:
+        return _fail("--fail-under sets the exit status of one grade; --watch exits 0 on Ctrl-C")
+    if args.watch and not args.submission.exists():
+        return _fail(f"{args.submission} does not exist")
+    if not args.watch:
+        return _grade(args)
+    try:
+        return _grade(args)
+    except KeyboardInterrupt:  # Ctrl-C before the watch began (importing torch): the same clean end
+        return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
     from grader.sandbox._pool import WorkerPool
 
     # Two slots: the head's, and one for the student's own tests. The head's zygote starts first of all,
@@ -106,6 +127,8 @@ def grade_main(argv: list[str]) -> int:
 
         report = args.html is not None or args.json is not None  # the visualisations are for the report
         threading.Thread(target=_prepare_output, args=(report,), name="output-warmup", daemon=True).start()
+        if args.watch:
+            return _watch(args, rubric, pool, report)
         try:
             result = grade(
                 args.submission,
@@ -128,6 +151,48 @@ def grade_main(argv: list[str]) -> int:
     if args.fail_under is not None and result.percent < args.fail_under:
         return 1
     return 0
+
+
+def _watch(args: argparse.Namespace, rubric: Rubric, pool: WorkerPool, report: bool) -> int:
+    """``--watch``: grade now and on every save (grader/watch.py); each grade writes and prints what a
+    cold grade does, then one line on what changed. Ends with 0 on Ctrl-C, every worker gone."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from grader.diagnosis import warm_diagnosis
+    from grader.oracle import load_oracle
+    from grader.runner import grade
+    from grader.watch import Session, change_line, watch
+
+    oracle = load_oracle()  # one per watch: what it caches (the reference's answers) serves every grade
+
+    def grade_once() -> GradeResult:
+        return grade(
+            args.submission,
+            rubric,
+            seed=args.seed,
+            only=args.only,
+            device=args.device,
+            pool=pool,
+            tests_pool=pool,
+            visuals=report,
+            definitions_only=args.definitions_only,
+            oracle=oracle,
+        )
+
+    def show(before: GradeResult | None, result: GradeResult) -> None:
+        _write_outputs(result, args.json, args.html, args.junit)
+        _print(result, quiet=args.quiet)
+        Console(stderr=False, highlight=False).print(Text(change_line(before, result), "dim"), soft_wrap=True)
+
+    def warm_up(save_waiting: Callable[[], bool]) -> None:
+        pool.prestart(2)  # grades take the pool's two slots in turn
+        warm_diagnosis(oracle, save_waiting)
+
+    err = Console(stderr=True, highlight=False)
+    err.print(Text(f"Watching {args.submission}: graded now and on every save (Ctrl-C to stop).", "dim"))
+    outputs = tuple(p for p in (args.json, args.html, args.junit) if p is not None)
+    return watch(args.submission, Session(grade_once, show, pool, warm_up=warm_up), ignore=outputs)
 
 
 def _prepare_output(report: bool) -> None:

@@ -80,7 +80,13 @@ class Mismatch:
 
 
 def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
+    """The row-major index of flat position ``flat`` in ``shape``. (torch.unravel_index would do, but its
+    first call imports sympy and torch.fx, about half a second of every grade that finds a mismatch.)"""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
 
 
 def mismatch(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, what: str) -> Mismatch | None:

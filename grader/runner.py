@@ -7,6 +7,7 @@ function never hides the other checks.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import shlex
 import threading
@@ -23,6 +24,7 @@ from grader.models import CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
+from grader.sandbox._pool import Cancelled
 from grader.submission import contract_names, prepare
 from grader.visuals import collect_visuals, reference_scale
 
@@ -138,33 +140,46 @@ def _run_checks(
     """Every selected check's result, in rubric order; ``meanwhile`` (trusted work, the reference side)
     runs in a thread beside the checks, or after the sidecar's checks in its thread.
 
-    With ``parallel``, once the first check has started the worker, the checks of the other contract
-    functions run on a second worker (``Sandbox.sidecar``) in a thread while the head's checks run here:
-    one core each on a two-core laptop. The verdicts are the serial ones: each check makes the same seeded
-    calls of the same functions, the two Heads share what a hang taught, and a check that met an
-    interruption while both ran (a crash, budget or import failure: a sweep after a hang here kills the
-    sidecar's worker too) is run again here at the end, alone. A timed check waits for the sidecar.
+    With ``parallel``, the checks of the other contract functions run on a second worker
+    (``Sandbox.sidecar``, importing the submission while the first worker does) in a thread while the
+    head's checks run here: one core each on a two-core laptop. Once the head's checks are done (or before
+    a timed check, which runs alone), this thread takes the sidecar's checks it has not started yet, from
+    the last. The verdicts are the serial ones: each check makes the same seeded calls of the same
+    functions, the two Heads share what a hang taught, and a check that met an interruption while both ran
+    (a crash, budget or import failure: a sweep after a hang here kills the sidecar's worker too) is run
+    again here at the end, alone.
     """
     beside = [cid for cid in selected if parallel and _beside_the_head(CHECKS[cid])]
     here = [cid for cid in selected if cid not in beside]
     if not beside or not here or not sandbox.sidecar_possible:
         with _thread(meanwhile):
             return [run(cid, head) for cid in selected]
-    done = {here[0]: run(here[0], head)}
     side = _Sidecar.begin(sandbox, head, beside, run, then=meanwhile)
-    if side is None:  # the first check found no second worker possible: the rest in rubric order
+    if side is None:  # no second worker possible: every check here, in rubric order
         with _thread(meanwhile):
-            done.update((cid, run(cid, head)) for cid in selected if cid not in done)
-        return [done[cid] for cid in selected]
+            return [run(cid, head) for cid in selected]
+    done: dict[str, CheckResult] = {}
     again: list[str] = []
-    for cid in here[1:]:
-        if CHECKS[cid].timed:
-            side.wait_for_checks()
+
+    def run_here(cid: str) -> None:
         before, started = sandbox.interruptions, time.monotonic()
         done[cid] = run(cid, head)
         if sandbox.interruptions != before and side.ran_since(started):
             again.append(cid)
-    side.join()
+
+    def help_the_sidecar() -> None:
+        while (cid := side.take_last()) is not None:
+            run_here(cid)
+
+    try:
+        for cid in here:
+            if CHECKS[cid].timed:
+                help_the_sidecar()
+                side.wait_for_checks()
+            run_here(cid)
+        help_the_sidecar()
+    finally:  # a cancelled grade (grade --watch) too: the sidecar's thread has closed its worker
+        side.join()
     done.update(side.done)
     for cid in sorted(again + side.again, key=selected.index):
         done[cid] = run(cid, head)
@@ -172,13 +187,18 @@ def _run_checks(
 
 
 class _Sidecar:
-    """Checks run on a sidecar worker in a thread; ``done`` holds the results to keep, ``again`` the
-    checks to run again serially (an interruption, or an error of ours on this side)."""
+    """Checks run on a sidecar worker in a thread, from a queue the grading thread may take the last ones
+    of (:meth:`take_last`); ``done`` holds the results to keep, ``again`` the checks to run again serially
+    (an interruption, or an error of ours on this side)."""
 
     def __init__(self, sandbox: Sandbox, head: Head, ids: list[str], run: RunOne, then: Callable[[], None]) -> None:
-        self._sandbox, self._head, self._ids, self._run, self._then = sandbox, head, ids, run, then
+        self._sandbox, self._head, self._run, self._then = sandbox, head, run, then
+        self._queue = collections.deque(ids)
+        self._lock = threading.Lock()
+        self._taken: list[str] = []  # the checks this side started
         self.done: dict[str, CheckResult] = {}
         self.again: list[str] = []
+        self._cancelled = False
         self._finished: float | None = None
         self._checks_done = threading.Event()
         self._thread = threading.Thread(target=self._work, name="sidecar-checks", daemon=True)
@@ -194,17 +214,34 @@ class _Sidecar:
         sidecar._thread.start()
         return sidecar
 
+    def _next(self) -> str | None:
+        with self._lock:
+            if not self._queue:
+                return None
+            cid = self._queue.popleft()
+            self._taken.append(cid)
+            return cid
+
+    def take_last(self) -> str | None:
+        """The last check this side has not started, now the caller's to run; None when there is none."""
+        with self._lock:
+            return self._queue.pop() if self._queue else None
+
     def _work(self) -> None:
         try:
-            for cid in self._ids:
+            while (cid := self._next()) is not None:
                 before = self._sandbox.interruptions
                 result = self._run(cid, self._head)
                 if self._sandbox.interruptions != before or result.status == "error":
                     self.again.append(cid)
                 else:
                     self.done[cid] = result
+        except Cancelled:  # the grade is abandoned: join() says so in the grading thread
+            self._cancelled = True
         except BaseException:  # pragma: no cover - run_check never raises; then run them all here again
-            self.again = [cid for cid in self._ids if cid not in self.done]
+            while self._next() is not None:
+                pass
+            self.again = [cid for cid in self._taken if cid not in self.done]
             traceback.print_exc()
         finally:
             with contextlib.suppress(Exception):
@@ -218,7 +255,10 @@ class _Sidecar:
         self._checks_done.wait()
 
     def join(self) -> None:
+        """Wait for the thread; raises Cancelled when the pool was cancelled under it."""
         self._thread.join()
+        if self._cancelled:
+            raise Cancelled
 
     def ran_since(self, moment: float) -> bool:
         finished = self._finished

@@ -104,6 +104,58 @@ class WorkerPool:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
 
+    # -- cancelling (grade --watch: a newer save abandons the grade in flight) ------------------
+
+    _cancelled = False
+
+    def cancel(self) -> None:
+        """From another thread: abandon whatever the pool's sandboxes are doing. Every worker of every
+        zygote is killed now, and until :meth:`resume` every request and start raises :class:`Cancelled`.
+        Call it again while the abandoned work unwinds: a worker launched just after a sweep is not
+        killed by it. Where workers do not fork from a zygote, a request in flight runs to its end."""
+        import contextlib  # (imported here, as below: this block keeps to itself)
+
+        from grader.sandbox._slots import SlotError
+
+        self._cancelled = True
+        for slot in self._slots:
+            if isinstance(slot, ZygoteSlot):
+                with contextlib.suppress(SlotError):  # a broken zygote was killed with its whole tree instead
+                    slot.sweep(None)
+
+    def resume(self) -> None:
+        """Lend workers again after :meth:`cancel` (once the abandoned work has unwound)."""
+        self._cancelled = False
+
+    def cancellable(self) -> _CancelPoint:
+        """Around a sandbox's request: raise :class:`Cancelled` before it when the pool is cancelled, and
+        after it when the pool was cancelled meanwhile (its reply, cut short by the sweep, is no answer)."""
+        return _CancelPoint(self)
+
+
+class Cancelled(BaseException):
+    """The pool was cancelled (:meth:`WorkerPool.cancel`): the grade is abandoned, not judged. A
+    BaseException, so that no check or runner turns it into a verdict."""
+
+
+class _CancelPoint:
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+
+    def __enter__(self) -> None:
+        if self._pool._cancelled:
+            raise Cancelled
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: BaseException | TracebackType | None) -> None:
+        from grader.sandbox._slots import SlotError
+
+        if not self._pool._cancelled:
+            return
+        if exc_type is None:
+            raise Cancelled
+        if issubclass(exc_type, SlotError):  # a worker killed while it started
+            raise Cancelled from None
+
 
 def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0

@@ -199,7 +199,8 @@ class Sandbox:
 
     def start(self) -> Reply:
         """Start the worker and import the submission, if not done yet; "ok" or the failure."""
-        return self._counted(self._start_once())
+        with self._pool.cancellable():  # grade --watch: WorkerPool.cancel abandons the grade
+            return self._counted(self._start_once())
 
     def _counted(self, reply: Reply) -> Reply:
         if reply.status in INTERRUPTIONS:
@@ -224,7 +225,14 @@ class Sandbox:
         *,
         timeout_s: float | None = None,
     ) -> Reply:
-        """Run one op in the worker; never raises for anything the submission does."""
+        """Run one op in the worker; never raises for anything the submission does (a cancelled pool
+        raises Cancelled: the grader abandoned the grade, see WorkerPool.cancel)."""
+        with self._pool.cancellable():
+            return self._request(op, params, tensors, timeout_s)
+
+    def _request(
+        self, op: str, params: dict[str, Any], tensors: dict[str, torch.Tensor], timeout_s: float | None
+    ) -> Reply:
         if self._final is not None:  # the import failed before: say so again, at no cost
             return self._counted(replace(self._final, duration_s=0.0))
         started = self._start_once()
