@@ -16,12 +16,12 @@ import sys
 import threading
 import tomllib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from grader.models import GradeResult
-    from grader.rubric import Rubric
     from grader.sandbox._pool import WorkerPool
 
 USAGE_ERROR = 2
@@ -127,20 +127,22 @@ def _grade(args: argparse.Namespace) -> int:
 
         report = args.html is not None or args.json is not None  # the visualisations are for the report
         threading.Thread(target=_prepare_output, args=(report,), name="output-warmup", daemon=True).start()
+        grade_once = partial(
+            grade,
+            args.submission,
+            rubric,
+            seed=args.seed,
+            only=args.only,
+            device=args.device,
+            pool=pool,
+            tests_pool=pool,
+            visuals=report,
+            definitions_only=args.definitions_only,
+        )
         if args.watch:
-            return _watch(args, rubric, pool, report)
+            return _watch(args, grade_once, pool)
         try:
-            result = grade(
-                args.submission,
-                rubric,
-                seed=args.seed,
-                only=args.only,
-                device=args.device,
-                pool=pool,
-                tests_pool=pool,
-                visuals=report,
-                definitions_only=args.definitions_only,
-            )
+            result = grade_once()
         except SubmissionError as exc:
             return _fail(str(exc))
         # Every process the submission started is gone (the sandbox swept them); the zygote's own exit
@@ -153,7 +155,7 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(args: argparse.Namespace, rubric: Rubric, pool: WorkerPool, report: bool) -> int:
+def _watch(args: argparse.Namespace, grade_once: Callable[[], GradeResult], pool: WorkerPool) -> int:
     """``--watch``: grade now and on every save (grader/watch.py); each grade writes and prints what a
     cold grade does, then one line on what changed. Ends with 0 on Ctrl-C, every worker gone."""
     from rich.console import Console
@@ -161,24 +163,7 @@ def _watch(args: argparse.Namespace, rubric: Rubric, pool: WorkerPool, report: b
 
     from grader.diagnosis import warm_diagnosis
     from grader.oracle import load_oracle
-    from grader.runner import grade
     from grader.watch import Session, change_line, watch
-
-    oracle = load_oracle()  # one per watch: what it caches (the reference's answers) serves every grade
-
-    def grade_once() -> GradeResult:
-        return grade(
-            args.submission,
-            rubric,
-            seed=args.seed,
-            only=args.only,
-            device=args.device,
-            pool=pool,
-            tests_pool=pool,
-            visuals=report,
-            definitions_only=args.definitions_only,
-            oracle=oracle,
-        )
 
     def show(before: GradeResult | None, result: GradeResult) -> None:
         _write_outputs(result, args.json, args.html, args.junit)
@@ -187,7 +172,7 @@ def _watch(args: argparse.Namespace, rubric: Rubric, pool: WorkerPool, report: b
 
     def warm_up(save_waiting: Callable[[], bool]) -> None:
         pool.prestart(2)  # grades take the pool's two slots in turn
-        warm_diagnosis(oracle, save_waiting)
+        warm_diagnosis(load_oracle(), save_waiting)  # the oracle every grade of this process uses
 
     err = Console(stderr=True, highlight=False)
     err.print(Text(f"Watching {args.submission}: graded now and on every save (Ctrl-C to stop).", "dim"))
