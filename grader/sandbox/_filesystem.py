@@ -231,7 +231,10 @@ def plan(cfg: dict[str, Any]) -> Plan:
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
         candidates.append(os.path.join(prefix, "lib"))  # libpython, a conda prefix's shared libraries
     candidates += [p for p in sys.path if p and os.path.isabs(p) and not p.startswith("/proc/")]
-    candidates += [sys.executable, *_LIBRARY_DIRS, *_SYSTEM_FILES, *_SYSTEM_INFO]
+    # the interpreter as invoked (a virtual environment's bin/python is a link) and the venv's pyvenv.cfg,
+    # which a child interpreter reads at start
+    venv = [os.path.dirname(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    candidates += [sys.executable, *venv, *_LIBRARY_DIRS, *_SYSTEM_FILES, *_SYSTEM_INFO]
     read = []
     broad = {_real(p) for p in _TOO_BROAD} | {_real(os.path.expanduser("~"))}
     for path in candidates:

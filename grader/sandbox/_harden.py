@@ -60,6 +60,8 @@ def harden(channel_fd: int, cfg: dict[str, Any]) -> list[str]:
         active += _drop_privileges(uid)
     if cfg.get("pdeathsig"):
         active += _parent_death_signal(cfg["expected_ppid"])  # after the uid drop, which clears it
+    if ruleset is not None:
+        _fill_import_caches()
     if ruleset is not None and ruleset.enforce():
         files = _filesystem.landlock_label(ruleset)
     active += files or [_filesystem.NONE_AVAILABLE]
@@ -184,6 +186,17 @@ def _pin_import_roots() -> None:
         if isinstance(paths, list):
             paths[:] = [moved(p) if isinstance(p, str) else p for p in paths]
     sys.path_importer_cache.clear()
+
+
+def _fill_import_caches() -> None:
+    """List every import root into its finder's cache before Landlock applies. A folder that holds a
+    secret (site-packages holding the grader) is granted entry by entry, so it cannot be listed after:
+    without its listing, a package not imported yet (or any, after ``_pin_import_roots``) is not found."""
+    from importlib.machinery import PathFinder
+
+    for entry in list(sys.path):
+        with contextlib.suppress(Exception):
+            PathFinder.find_spec("_step4_fills_the_cache_", [entry])
 
 
 def _world_readable(path: str) -> bool:

@@ -151,7 +151,23 @@ def secret_paths(extra: Sequence[Path] = ()) -> list[str]:
     from grader import _paths
 
     found = [_paths._PACKAGE, *(_paths.bundled(name) for name in _paths._MAPPED), private_root(), *extra]
+    found += installed_copies()
     return sorted({os.path.realpath(p) for p in found})
+
+
+def installed_copies() -> list[Path]:
+    """Every copy of the grader package an import path holds, not only the one imported here: tests run
+    from a checkout beside a ``pip install .`` copy in site-packages, with its own reference."""
+    import site
+
+    roots = [*sys.path, *site.getsitepackages(), site.getusersitepackages()]
+    found = []
+    for root in dict.fromkeys(r for r in roots if r and os.path.isabs(r)):
+        package = Path(root) / "grader"
+        with contextlib.suppress(OSError):
+            if (package / "_paths.py").is_file() and (package / "sandbox" / "_filesystem.py").is_file():
+                found.append(package)
+    return found
 
 
 def guarded_paths(extra: Sequence[Path] = ()) -> list[str]:
