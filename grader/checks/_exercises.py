@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -30,10 +32,17 @@ KIT_NOTE = (
 )
 
 
-def _kit_note(ctx: Ctx, verdict: Verdict) -> Verdict:
-    if ctx.ref.edition == "student":
-        verdict.notes.append(KIT_NOTE)
-    return verdict
+def _kit_noted(fn: Callable[[Ctx], Verdict]) -> Callable[[Ctx], Verdict]:
+    """A Gaussian check whose verdict, in the student kit, says where the kernels came from."""
+
+    @functools.wraps(fn)
+    def noted(ctx: Ctx) -> Verdict:
+        verdict = fn(ctx)
+        if ctx.ref.edition == "student":
+            verdict.notes.append(KIT_NOTE)
+        return verdict
+
+    return noted
 
 
 def _kernel_cx(ctx: Ctx, T: int, h: float) -> Counterexample:
@@ -50,6 +59,7 @@ def _maps(got: torch.Tensor, exp: torch.Tensor) -> list[Heatmap]:
     cites="Exercise 7 (Section 7, Example 7.4)",
     needs=("gaussian_positional_weights",),
 )
+@_kit_noted
 def gaussian_kernel(ctx: Ctx) -> Verdict:
     """Exercise 7 / Example 7.4: A_ij proportional to exp(-(i-j)^2/(2h^2)) on j <= i, rows normalised; as h -> 0
     the weights tend to the identity, as h -> infinity to the running mean (row i uniform on 0..i)."""
@@ -58,14 +68,11 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
         exp = ctx.ref.gaussian_weights(T, h)
         bad = mismatch(got, exp, KERNEL_TOL, f"gaussian_positional_weights({T}, {h:g})")
         if bad is not None:
-            return _kit_note(
-                ctx,
-                failed(
-                    f"Your Gaussian positional weights for T={T}, h={h:g} differ from "
-                    "A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i, normalised over each row (Exercise 7).\n" + bad.text(),
-                    counterexample=_kernel_cx(ctx, T, h),
-                    heatmaps=_maps(got, exp),
-                ),
+            return failed(
+                f"Your Gaussian positional weights for T={T}, h={h:g} differ from "
+                "A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i, normalised over each row (Exercise 7).\n" + bad.text(),
+                counterexample=_kernel_cx(ctx, T, h),
+                heatmaps=_maps(got, exp),
             )
     T = 8
     limits = (
@@ -86,7 +93,7 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
                 counterexample=_kernel_cx(ctx, T, h),
                 heatmaps=_maps(got, limit),
             )
-    return _kit_note(ctx, passed("The kernel matches the reference for several bandwidths, and both limits hold."))
+    return passed("The kernel matches the reference for several bandwidths, and both limits hold.")
 
 
 @check(
@@ -95,6 +102,7 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
     cites="Exercise 7 (Section 7)",
     needs=("gaussian_positional_qk",),
 )
+@_kit_noted
 def gaussian_qk(ctx: Ctx) -> Verdict:
     """Exercise 7: causal softmax(Q K^T / sqrt(2)) with the returned Q, K (each T x 2) equals the masked
     Gaussian positional kernel for that bandwidth."""
@@ -105,20 +113,15 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
         exp = ctx.ref.gaussian_weights(T, h)
         bad = mismatch(got, exp, KERNEL_TOL, f"causal softmax(Q K^T / sqrt(2)) for T={T}, h={h:g}")
         if bad is not None:
-            return _kit_note(
-                ctx,
-                failed(
-                    f"Scaled dot-product attention with your Q and K (d_k = 2, scores divided by sqrt(2)) does "
-                    f"not reproduce the Gaussian kernel at T={T}, h={h:g} (Exercise 7). Expand "
-                    "-(i-j)^2/(2h^2) = -i^2/(2h^2) + i j / h^2 - j^2/(2h^2): the first term is constant in "
-                    "each row, so softmax ignores it.\n" + bad.text(),
-                    counterexample=_kernel_cx(ctx, T, h),
-                    heatmaps=_maps(got, exp),
-                ),
+            return failed(
+                f"Scaled dot-product attention with your Q and K (d_k = 2, scores divided by sqrt(2)) does "
+                f"not reproduce the Gaussian kernel at T={T}, h={h:g} (Exercise 7). Expand "
+                "-(i-j)^2/(2h^2) = -i^2/(2h^2) + i j / h^2 - j^2/(2h^2): the first term is constant in "
+                "each row, so softmax ignores it.\n" + bad.text(),
+                counterexample=_kernel_cx(ctx, T, h),
+                heatmaps=_maps(got, exp),
             )
-    return _kit_note(
-        ctx, passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")
-    )
+    return passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")
 
 
 # Exercise 3 bands, for the student's measurement at STATS_SAMPLES samples and T = STATS_T (the report's
