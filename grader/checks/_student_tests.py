@@ -57,6 +57,11 @@ SANDBOX_PATH = re.compile(r"[^\s'\"(]*/(?:step4-)?sandbox-[^/\s]+/(?:src|work)/"
 OWN_SLOTS = 2  # a private pool runs two suites at once (the grading machines have two cores)
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
+NO_TESTS = (
+    "Your submission has no test files (test_*.py at its top level or in tests/). Exercise 2 asks you to "
+    "test your head; start from test_attention_head.py in the student template."
+)
+
 Outcome = Literal["passed", "failed", "empty", "broken", "timeout"]
 
 
@@ -340,10 +345,7 @@ def grade_suite(
     files, notes = suite_files(submission_dir, entry.module)
     tests = [n for n in files if is_test_file(n)]
     if not tests:
-        return skipped(
-            "Your submission has no test files (test_*.py at its top level or in tests/). Exercise 2 asks "
-            "you to test your head; start from test_attention_head.py in the student template."
-        )
+        return skipped(NO_TESTS)
     sources = "\n".join(files[n].decode("utf-8", "replace") for n in tests)
     chaffs = in_scope(known_heads("chaff"), sources, entry)
     functions = sorted({getattr(entry, c.function) for c in chaffs if c.function not in ALWAYS_IN_SCOPE})
@@ -614,10 +616,7 @@ def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: Wor
     files, notes = suite_files(submission_dir, entry.module)
     tests = [n for n in files if is_test_file(n)]
     if not tests:
-        message = (
-            "Your submission has no test files (test_*.py at its top level or in tests/). Exercise 2 asks "
-            "you to test your head; start from test_attention_head.py in the student template."
-        )
+        message = NO_TESTS
     else:
         with _pool_for(pool, limits, 1) as (active, _):
             run = run_suite(files, head, limits, active, entry.module)
