@@ -100,8 +100,9 @@ def grade(
             diagnosis = _diagnose(results, head, ref)
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
-            out = sandbox.output
-        # Leaving the sandbox killed every process the submission started; only now do we conclude.
+        # Leaving the sandbox killed every process the submission started; only now do we conclude, and
+        # only now is its output complete (the pipe is drained to EOF once every writer is dead).
+        out = sandbox.output
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
     return GradeResult(
         submission=label,

@@ -94,6 +94,7 @@ def test_monkeypatching_in_the_worker_does_not_reach_the_grader(open_sandbox: Op
 def test_output_is_captured_and_never_parsed(open_sandbox: OpenSandbox) -> None:
     sb = open_sandbox("fake_results")
     assert sb.start().status == "ok"
+    sb.close()  # the pipe is drained to EOF once the worker is dead: before, output is "so far"
     out = sb.output
     assert '"score": 100' in out.text and "All tests passed" in out.text
     assert not out.truncated and out.bytes_dropped == 0
