@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["passed", "failed", "error", "timeout", "skipped"]
+Scoring = Literal["mistakes", "checks"]
 Visibility = Literal["visible", "after_due_date", "after_published", "hidden"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SubmissionStatus = Literal["graded", "timeout", "crashed", "invalid", "grader_error"]
 SUBMISSION_STATUS_MEANING: dict[SubmissionStatus, str] = {
@@ -69,6 +70,11 @@ class Diagnosis(_Strict):
     )
     explains: list[str] = Field(default_factory=list, description="Ids of the failing checks this cause explains.")
     detail: str | None = Field(default=None, description="Full text of a crash, shown once for every check it stopped.")
+    deduction: float | None = Field(
+        default=None,
+        description="Points this cause cost when the grade counts mistakes (its price in the rubric's [mistakes], "
+        "0 when it breaks no graded check); None when the grade counts checks.",
+    )
 
 
 class Panel(_Strict):
@@ -165,8 +171,18 @@ class GradeResult(_Strict):
     schema_version: int = Field(default=SCHEMA_VERSION, description="Version of this JSON layout.")
     submission: str = Field(description="The submission as given on the command line.")
     seed: int = Field(description="Base seed; rerun with --seed to reproduce.")
-    score: float = Field(description="Points earned (extra credit included).")
+    score: float = Field(description="Points earned (extra credit included): the larger of score_by_checks and "
+                         "the score by mistakes.")
     max_score: float = Field(description="Points available (extra credit excluded).")
+    scoring: Scoring = Field(
+        default="checks",
+        description="'mistakes': the named causes explain every failing check and each cost its price once "
+        "(the diagnosis entries' deduction); 'checks': the sum of the per-check scores.",
+    )
+    score_by_checks: float | None = Field(
+        default=None, description="Sum of the per-check scores (the evidence); equal to score when scoring is 'checks'."
+    )
+    scoring_note: str | None = Field(default=None, description="How the score was counted, or why not by mistakes.")
     checks: list[CheckResult] = Field(description="One verdict per check, in rubric order.")
     protections: list[str] = Field(default_factory=list, description="Isolation measures that were active.")
     devices: list[str] = Field(default_factory=list, description="Devices the checks ran on.")
@@ -178,6 +194,12 @@ class GradeResult(_Strict):
     duration_s: float = Field(description="Total wall time in seconds.")
     notes: list[str] = Field(default_factory=list, description="Remarks about reading the submission.")
     visuals: Visuals | None = Field(default=None, description="Data for the report's visualisation section.")
+
+    @model_validator(mode="after")
+    def _by_checks_known(self) -> GradeResult:
+        if self.score_by_checks is None:
+            self.score_by_checks = self.score
+        return self
 
     @property
     def percent(self) -> float:

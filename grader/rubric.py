@@ -62,6 +62,13 @@ class Rubric(_Strict):
         default="extra_credit", description="How the CUDA part of fused-kernel checking counts."
     )
     checks: dict[str, CheckRubric] = Field(description="Per-check points and visibility, in report order.")
+    mistakes: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default={},
+        description="Price of each root cause (diagnosis id) when the grade counts mistakes: a head whose failing "
+        "checks are all explained by named causes loses each cause's price once, however many checks it breaks "
+        "(never scoring below the per-check sum). A cause without a price is charged the points of the checks it "
+        "explains.",
+    )
     packages: list[Annotated[str, StringConstraints(pattern=_REQUIREMENT)]] = Field(
         default=[],
         description="Extra packages the course allows (pip requirements, e.g. \"matplotlib>=3.8\"): the Gradescope "
@@ -111,10 +118,15 @@ def load_rubric(path: Path | None = None, *, check_ids: bool = True) -> Rubric:
 
 
 def validate_check_ids(rubric: Rubric, path: Path | None = None) -> None:
-    """Every check the rubric names must exist."""
+    """Every check the rubric names must exist, and every cause it prices."""
     from grader.checks import CHECKS  # late: the registry imports the checks (and torch)
+    from grader.diagnosis import cause_ids
 
+    where = path or bundled("rubrics") / "step4.toml"
     unknown = [cid for cid in rubric.checks if cid not in CHECKS]
     if unknown:
-        where = path or bundled("rubrics") / "step4.toml"
         raise RubricError(f"{where}: checks.{unknown[0]}: no such check (known: {', '.join(CHECKS)})")
+    causes = cause_ids()
+    unpriced = [m for m in rubric.mistakes if m not in causes]
+    if unpriced:
+        raise RubricError(f"{where}: mistakes.{unpriced[0]}: no such cause (known: {', '.join(sorted(causes))})")

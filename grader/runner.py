@@ -25,6 +25,7 @@ from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.sandbox._pool import Cancelled
+from grader.scoring import tally
 from grader.submission import contract_names, prepare
 from grader.visuals import collect_visuals, reference_scale
 
@@ -104,13 +105,18 @@ def grade(
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
+    checks = attach_causes(results, diagnosis)
+    counted = tally(checks, diagnosis, rubric.mistakes)
     return GradeResult(
         submission=label,
         seed=seed,
-        score=round(sum(r.score for r in results), 6),
+        score=counted.score,
         max_score=sum(r.max_score for r in results if not r.extra_credit),
-        checks=attach_causes(results, diagnosis),
-        diagnosis=diagnosis,
+        scoring=counted.scoring,
+        score_by_checks=counted.score_by_checks,
+        scoring_note=counted.note,
+        checks=checks,
+        diagnosis=counted.diagnosis,
         protections=protections,
         devices=[device],
         output=output,

@@ -33,7 +33,7 @@ from grader.diagnosis._known import (
     same,
     student_side,
 )
-from grader.diagnosis._naming import contract_cause, known_cause, known_explains, mutation_cause
+from grader.diagnosis._naming import cause_ids, contract_cause, known_cause, known_explains, mutation_cause
 from grader.diagnosis._search import comparable, reference_matches, search
 from grader.head import Head, StudentFailure
 from grader.library import known_heads
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Seen",
+    "cause_ids",
     "attach_causes",
     "count_causes",
     "count_diagnoses",

@@ -1,0 +1,86 @@
+"""Grading by mistakes (issue 16): one mistake, one deduction.
+
+The per-check score charges a mistake once per check it breaks: dropout left on fails six checks, a
+forgotten ``causal=False`` branch three. When the diagnosis names causes that explain every failing check,
+the grade counts the causes instead: each costs its price from the rubric's ``[mistakes]`` once (a cause
+without a price costs the points of the checks it explains, each check charged once). The score is the
+larger of the two counts, so counting mistakes never costs a student points; the per-check table stays the
+evidence. A failing check that no cause explains keeps the per-check score, and the note says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from grader.models import CheckResult, Diagnosis, Scoring
+
+FAILING = ("failed", "error", "timeout")
+
+
+@dataclass(frozen=True)
+class Tally:
+    score: float
+    scoring: Scoring
+    score_by_checks: float
+    note: str | None
+    diagnosis: list[Diagnosis]  # with each cause's deduction when scoring is "mistakes"
+
+
+def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping[str, float]) -> Tally:
+    """The score of ``checks`` counted by checks and, when every failing graded check is explained, by mistakes."""
+    by_checks = round(sum(c.score for c in checks), 6)
+    lost = {c.id: c.max_score - c.score for c in checks if c.status in FAILING and not c.extra_credit and c.score < c.max_score}
+    if not lost:
+        return Tally(by_checks, "checks", by_checks, None, diagnosis)
+    unexplained = [cid for cid in lost if not any(cid in d.explains for d in diagnosis)]
+    if unexplained:
+        note = (
+            f"Counted by checks: no named cause explains {_listed(unexplained)}, so each failing check costs its "
+            "own points."
+        )
+        return Tally(by_checks, "checks", by_checks, note, diagnosis)
+    deductions = _deductions(diagnosis, lost, prices)
+    max_score = sum(c.max_score for c in checks if not c.extra_credit)
+    extra = sum(c.score for c in checks if c.extra_credit)
+    by_mistakes = round(max(0.0, max_score - sum(deductions.values())) + extra, 6)
+    causes = [d for d in diagnosis if deductions.get(d.id)]
+    if by_mistakes <= by_checks:
+        note = (
+            f"Counted by checks: the named causes explain every failing check, but their prices ({_pts(by_mistakes)} "
+            f"points by mistakes) come to no more than the per-check sum ({_pts(by_checks)})."
+        )
+        return Tally(by_checks, "checks", by_checks, note, diagnosis)
+    note = (
+        f"Counted by mistakes: {len(causes)} named cause{'s' if len(causes) != 1 else ''} explain every failing "
+        f"check, each charged once ({_pts(by_mistakes)} points; the per-check sum would be {_pts(by_checks)})."
+    )
+    charged = [d.model_copy(update={"deduction": deductions.get(d.id, 0.0)}) for d in diagnosis]
+    return Tally(by_mistakes, "mistakes", by_checks, note, charged)
+
+
+def _deductions(diagnosis: list[Diagnosis], lost: dict[str, float], prices: Mapping[str, float]) -> dict[str, float]:
+    """Each cause's price; a cause that breaks no graded check costs nothing, and an unpriced one the points
+    lost on the checks it explains that no priced cause explains (each check once)."""
+    priced = {cid for d in diagnosis if d.id in prices for cid in d.explains}
+    charged: set[str] = set()
+    out: dict[str, float] = {}
+    for d in diagnosis:
+        mine = [cid for cid in d.explains if cid in lost]
+        if not mine:
+            out[d.id] = 0.0
+        elif d.id in prices:
+            out[d.id] = float(prices[d.id])
+        else:
+            own = [cid for cid in mine if cid not in priced and cid not in charged]
+            charged.update(own)
+            out[d.id] = round(sum(lost[cid] for cid in own), 6)
+    return out
+
+
+def _pts(x: float) -> str:
+    return f"{x:g}"
+
+
+def _listed(ids: list[str]) -> str:
+    return ", ".join(ids[:-1]) + (" and " if len(ids) > 1 else "") + ids[-1]
