@@ -30,7 +30,8 @@ class Tally:
 def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping[str, float]) -> Tally:
     """The score of ``checks`` counted by checks and, when every failing graded check is explained, by mistakes."""
     by_checks = round(sum(c.score for c in checks), 6)
-    lost = {c.id: c.max_score - c.score for c in checks if c.status in FAILING and not c.extra_credit and c.score < c.max_score}
+    graded = [c for c in checks if c.status in FAILING and not c.extra_credit]
+    lost = {c.id: c.max_score - c.score for c in graded if c.score < c.max_score}
     if not lost:
         return Tally(by_checks, "checks", by_checks, None, diagnosis)
     unexplained = [cid for cid in lost if not any(cid in d.explains for d in diagnosis)]
