@@ -55,6 +55,16 @@ class KnownHead:
         return materialize(self.path.read_text(encoding="utf-8"))
 
 
+# Checks whose verdict does not rest on the values a head computes: how long it took, which APIs it used.
+VALUE_IDENTICAL = frozenset({"performance", "forbidden_api"})
+
+
+def indistinguishable(chaff: KnownHead) -> bool:
+    """A chaff that only the performance or forbidden-API checks catch computes the reference's values:
+    neither a probe nor a student's property test can tell it from a correct head."""
+    return set(chaff.caught_by) <= VALUE_IDENTICAL
+
+
 def materialize(override: str) -> str:
     return reference_path().read_text(encoding="utf-8") + "\n\n" + override
 

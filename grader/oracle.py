@@ -101,12 +101,17 @@ class LiveOracle(Oracle):
 def lecture_formula(
     X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor, causal: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Definition 2.2 (mask of Definition 4.1, scale of Lemma 5.5): the error model with no change."""
-    from grader.diagnosis._mutations import Fit, forward
-
-    result = forward(X, W_Q, W_K, W_V, causal, (), Fit())
-    assert result is not None  # only a fitted constant can fail, and no change fits one
-    return result
+    """Definition 2.2 (mask of Definition 4.1, scale of Lemma 5.5): the diagnosis' error model with no change
+    applied, operation for operation (a test pins the two equal), written out here so that the oracle, which
+    the checks use, does not import the diagnosis."""
+    q, k, v = X @ W_Q, X @ W_K, X @ W_V  # (B, T, d_k), (B, T, d_k), (B, T, d_v)
+    s = (q @ k.transpose(-2, -1)) * W_Q.shape[1] ** -0.5  # (B, T, T)
+    if causal:
+        T = X.shape[1]
+        future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # (T, T), j > i
+        s = s.masked_fill(future, float("-inf"))
+    w = torch.softmax(s, dim=-1).to(X.dtype)  # (B, T, T)
+    return w @ v, w  # (B, T, T) x (B, T, d_v) -> (B, T, d_v)
 
 
 class SnapshotOracle(Oracle):

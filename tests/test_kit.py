@@ -171,6 +171,25 @@ def test_the_template_installs_the_kit_without_a_token() -> None:
     assert "step4_grader_student" in (root / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16])
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_lecture_formula_is_the_error_model_with_no_change(dtype: torch.dtype, causal: bool) -> None:
+    """The oracle writes Definition 2.2 out (it must not import the diagnosis); it is the diagnosis' error
+    model with no change, to the bit, gradients included."""
+    from grader.diagnosis._mutations import Fit, forward
+    from grader.oracle import lecture_formula
+
+    g = torch.Generator().manual_seed(3)
+    X, W_Q, W_K, W_V = (torch.randn(*s, generator=g).to(dtype) for s in ((2, 5, 4), (4, 3), (4, 3), (4, 2)))
+    X.requires_grad_()
+    mine = lecture_formula(X, W_Q, W_K, W_V, causal)
+    theirs = forward(X, W_Q, W_K, W_V, causal, (), Fit())
+    assert theirs is not None
+    assert all(torch.equal(a, b) for a, b in zip(mine, theirs, strict=True))
+    grads = [torch.autograd.grad(out[0].sum(), X)[0] for out in (mine, theirs)]
+    assert torch.equal(*grads)
+
+
 @pytest.mark.parametrize("head", ["reference", "scale_by_dk"])
 def test_the_kits_cuda_baseline_is_the_lecture_formula(
     head: str, kit: SnapshotOracle, live: Oracle, rubric: Rubric, pool: WorkerPool, write_head: Any,

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
-from grader.diagnosis import indistinguishable
-from grader.library import KnownHead, known_heads, reference_path
+from grader.library import KnownHead, indistinguishable, known_heads, reference_path
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import Reply, Sandbox, SandboxLimits, WorkerPool
 from grader.sandbox._private import PrivateDir
