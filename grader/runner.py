@@ -98,7 +98,7 @@ def grade(
                 return run_check(CHECKS[cid], ctx, rubric.checks[cid], label)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
-            diagnosis = _diagnose(results, head, ref)
+            diagnosis = _diagnose(results, head, ref, rubric, seed)
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
@@ -294,10 +294,10 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         thread.join()
 
 
-def _diagnose(results: list[CheckResult], head: Head, ref: Oracle) -> list[Diagnosis]:
+def _diagnose(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> list[Diagnosis]:
     """The root causes of the failing checks; a grader bug here costs the hint, never the grade."""
     try:
-        return diagnose(results, head, ref)
+        return diagnose(results, head, ref, rubric, seed)
     except Exception:  # pragma: no cover - defensive: diagnosis is advice, not a verdict
         traceback.print_exc()
         return []

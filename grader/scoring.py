@@ -42,9 +42,9 @@ def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping
         )
         return Tally(by_checks, "checks", by_checks, note, diagnosis)
     deductions = _deductions(diagnosis, lost, prices)
-    max_score = sum(c.max_score for c in checks if not c.extra_credit)
-    extra = sum(c.score for c in checks if c.extra_credit)
-    by_mistakes = round(max(0.0, max_score - sum(deductions.values())) + extra, 6)
+    # the points of the failing checks come back and each mistake's price goes instead; points not earned
+    # elsewhere (a skipped check, extra credit not attempted) stay unearned
+    by_mistakes = round(max(0.0, by_checks + sum(lost.values()) - sum(deductions.values())), 6)
     causes = [d for d in diagnosis if deductions.get(d.id)]
     if by_mistakes <= by_checks:
         note = (

@@ -24,7 +24,7 @@ from grader.sandbox import Sandbox, WorkerPool
 
 CHAFFS = known_heads("chaff")
 VARIANTS = known_heads("variant")
-NAMED_AS = {"mask_minus_100": "weak_mask_constant"}  # the same bug, with its constant fitted (-100)
+NAMED_AS = {"mask_minus_100": "leaky_mask_constant"}  # the same bug, with its constant fitted (-100)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -165,7 +165,7 @@ if causal:
 w = torch.softmax(s, dim=-1)
 return w @ (X @ W_V), w
 """,
-        {"weak_mask_fill", "scores_transposed"},
+        {"leaky_mask_fill", "scores_transposed"},
     ),
     "value_mask_no_scale": (
         """

@@ -37,8 +37,12 @@ CAUSES = {
     "causal_flag_ignored",
     "softmax_wrong_axis", "softmax_over_batch", "softmax_in_float32", "dropout_left_on", "unstable_softmax",
     "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
-    "output_dtype", "no_autograd_graph",
+    "output_dtype", "weights_dtype", "no_autograd_graph", "leaky_mask_fill", "leaky_mask_constant",
+    "fixed_size_buffer",
 }  # fmt: skip
+# Advice that presumes a cause belongs to the diagnosis, which names causes it established; a check's message
+# states what it observed (issue 16).
+PRESUMING = ("exp overflowed", "subtract each row's max", "not negative enough", "with a stable softmax")
 IDS = [h["id"] for h in CATALOG]
 
 
@@ -132,3 +136,34 @@ def test_diagnosis_names_every_root_cause(head: dict[str, Any], rubric: Rubric, 
     result = _grade(head["id"], rubric, pool)
     named = {d.id for d in result.diagnosis}
     assert named == set(head["causes"]), f"{head['id']}: diagnosis named {sorted(named)}\n{_table(result)}"
+
+
+@pytest.mark.parametrize("head", CATALOG, ids=IDS)
+def test_every_failure_is_explained_and_the_grade_counts_mistakes(
+    head: dict[str, Any], rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Every failing check has a named cause; the score is the larger of the two counts, and it counts
+    mistakes unless their prices come to no more than the per-check sum (each cause's deduction shown)."""
+    result = _grade(head["id"], rubric, pool)
+    failing = [c for c in result.checks if c.status in ("failed", "error", "timeout")]
+    assert all(c.causes for c in failing), f"unexplained: {[c.id for c in failing if not c.causes]}"
+    assert result.score_by_checks == pytest.approx(sum(c.score for c in result.checks))
+    assert result.score >= result.score_by_checks
+    if not failing:
+        assert result.scoring == "checks" and result.score == result.score_by_checks
+    elif result.scoring == "mistakes":
+        assert result.score > result.score_by_checks
+        assert all(d.deduction is not None for d in result.diagnosis)
+        prices = sum(d.deduction or 0 for d in result.diagnosis)
+        lost = sum(c.max_score - c.score for c in failing if not c.extra_credit)
+        assert result.score == pytest.approx(result.score_by_checks + lost - prices)
+    else:
+        assert result.scoring_note and "no more than the per-check sum" in result.scoring_note
+
+
+@pytest.mark.parametrize("head", CATALOG, ids=IDS)
+def test_messages_state_what_was_observed(head: dict[str, Any], rubric: Rubric, pool: WorkerPool) -> None:
+    result = _grade(head["id"], rubric, pool)
+    for c in result.checks:
+        presumed = [p for p in PRESUMING if p in c.message]
+        assert not presumed, f"{c.id} presumes a cause: {presumed}\n{c.message}"

@@ -88,8 +88,8 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
         bad = mismatch(got, limit, LIMIT_TOL, f"gaussian_positional_weights({T}, {h:g})")
         if bad is not None:
             return failed(
-                f"At bandwidth h={h:g} your kernel should be {name} (Example 7.4 limits); it is not, or it is "
-                "not finite. Normalise stably (subtract the row max in log space).\n" + bad.text(),
+                f"At bandwidth h={h:g} your kernel should be {name} (Example 7.4 limits); it differs from that "
+                "limit or is not finite:\n" + bad.text(),
                 counterexample=_kernel_cx(ctx, T, h),
                 heatmaps=_maps(got, limit),
             )

@@ -100,14 +100,11 @@ def _habits(ctx: Ctx) -> Habits:
 def _structure_problem(w: torch.Tensor, out: torch.Tensor, dtype: torch.dtype, habits: Habits) -> str | None:
     finite = torch.isfinite(w)
     if habits.finite and not (bool(finite.all()) and bool(torch.isfinite(out).all())):
-        return "produced non-finite values (inf or NaN): exp overflowed — subtract each row's max before exp"
+        return "produced non-finite values (inf or NaN), though its results at ordinary scores are finite"
     T = w.shape[-1]
     upper = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     if habits.masks and bool(((w != 0) & finite)[:, upper].any()):
-        return (
-            "put weight above the diagonal, though it masks exactly at ordinary scores: the mask constant is not "
-            "negative enough for scores of this size — fill with -inf (or torch.finfo(dtype).min)"
-        )
+        return "put weight above the diagonal, though it masks exactly at ordinary scores"
     dev = float((w.double().sum(-1) - 1).abs().nan_to_num(0.0).max())  # rows without NaN (charged above)
     if habits.normalises and dev > ROW_SUM_TOLERANCE[dtype]:
         return (
@@ -184,8 +181,7 @@ def _low_precision(ctx: Ctx, case64: Case, dtype: torch.dtype, habits: Habits) -
                 problem = (
                     f"is too inaccurate: its largest {what} error against its own float64 result on the same "
                     f"inputs is {err:.3g}, but at most {allowed:.3g} is allowed (3x the plain formula's own "
-                    f"{dtype_name(dtype)} error plus one rounding step). Compute in the input dtype with a "
-                    "stable softmax"
+                    f"{dtype_name(dtype)} error plus one rounding step)"
                 )
                 break
     if problem is None:

@@ -26,6 +26,7 @@ import torch
 from grader.diagnosis._known import (
     PROBE_SEED,
     PROBES,
+    Probe,
     Seen,
     chaff_module,
     grader_side,
@@ -33,14 +34,26 @@ from grader.diagnosis._known import (
     same,
     student_side,
 )
-from grader.diagnosis._naming import cause_ids, contract_cause, known_cause, known_explains, mutation_cause
+from grader.diagnosis._ladder import climb, with_mask_constant
+from grader.diagnosis._mutations import Combo, _pick
+from grader.diagnosis._naming import (
+    LEAKY,
+    SIZE_CRASH,
+    cause_ids,
+    contract_cause,
+    known_cause,
+    known_explains,
+    mutation_cause,
+)
+from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
-from grader.head import Head, StudentFailure
+from grader.head import Head, MissingFunction, StudentFailure
 from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis, GradeResult
 
 if TYPE_CHECKING:
     from grader.oracle import Oracle
+    from grader.rubric import Rubric
 
 __all__ = [
     "Seen",
@@ -61,8 +74,11 @@ ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
 CONTRACT_SHAPES = {"X": (2, 5, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
 
 
-def diagnose(checks: Iterable[CheckResult], head: Head, ref: Oracle) -> list[Diagnosis]:
-    """Every root cause of the failing checks, each with the checks it explains; [] when none failed."""
+def diagnose(
+    checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
+) -> list[Diagnosis]:
+    """Every root cause of the failing checks, each with the checks it explains; [] when none failed.
+    ``rubric`` and ``seed`` let a check be replayed on the error model (see ``_replay``)."""
     checks = list(checks)
     failing = [c for c in checks if c.status in FAILING]
     if not failing:
@@ -71,12 +87,16 @@ def diagnose(checks: Iterable[CheckResult], head: Head, ref: Oracle) -> list[Dia
     passed = {c.id for c in checks if c.status == "passed"}
     seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
     causes = _crashes(failing, seen) + _contract(head, seen[ATTENTION], failed)
-    found = _changes(seen[ATTENTION], passed)
+    causes = _by_size(head, failing, causes)
+    found = _changes(head, seen[ATTENTION], passed, failed)
     if found is not None:
         combo, fitted = found
-        causes += [mutation_cause(m, fitted, failed) for m in combo]
+        mutations = [mutation_cause(m, fitted, failed) for m in combo]
+        if rubric is not None and seed is not None:
+            mutations = _replayed(mutations, combo, fitted, failing, ref, rubric, seed)
+        causes += mutations
     for fn in PROBES:
-        if fn == ATTENTION and found is not None:
+        if fn == ATTENTION and found is not None and found[0]:
             continue
         causes += [c.model_copy(update={"explains": known_explains(c.id, failed)}) for c in _known(seen[fn], fn, ref)]
     return _explained(causes, failing)
@@ -94,38 +114,91 @@ def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> Non
             grader_side(module, fn)
 
 
-def _changes(runs: list[Seen] | None, passed: set[str]) -> tuple[tuple[str, ...], dict[str, float]] | None:
+def _changes(
+    head: Head, runs: list[Seen] | None, passed: set[str], failed: set[str]
+) -> tuple[Combo, dict[str, float]] | None:
     """The mutations of the reference that reproduce the head's values (gradient probes left out: the
-    error model is about values, and a head of the wrong output width cannot take the upstream)."""
+    error model is about values, and a head of the wrong output width cannot take the upstream); () when
+    the reference itself does, None when nothing does. When numerical_stability failed and the head masks
+    like the model at ordinary scores, the ladder looks for a finite mask constant (``_ladder``)."""
     if runs is None:
         return None
     pairs = [(p, s) for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" not in p.options]
     probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs])
-    if theirs is None or reference_matches(probes, theirs):
+    if theirs is None:
         return None
-    return search(probes, theirs, passed)
+    found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
+    if found is None or "numerical_stability" not in failed or _pick(found[0], "mask") is not None:
+        return found
+    rungs = climb(lambda probe: _ask(head, probe), *found)
+    return with_mask_constant(rungs, probes, theirs, *found) or found
+
+
+def _ask(head: Head, probe: Probe) -> Seen | None:
+    """The head on one extra probe of the diagnosis, in float64; None when it did not answer."""
+    runs = comparable(student_side(head, ATTENTION, [probe]))
+    return runs[0] if runs else None
+
+
+def _replayed(
+    mutations: list[Diagnosis],
+    combo: Combo,
+    fitted: dict[str, float],
+    failing: list[CheckResult],
+    ref: Oracle,
+    rubric: Rubric,
+    seed: int,
+) -> list[Diagnosis]:
+    """The mutations with the checks they explain settled by replaying those checks on the error model
+    (the static table's answer stands where a check cannot be replayed)."""
+    for check in failing:
+        if check.id not in REPLAYABLE:
+            continue
+        who = responsible(check.id, check.status, combo, fitted, ref, rubric, seed)
+        if who is None:
+            continue
+        for k, d in enumerate(mutations):
+            explains = {*d.explains} - {check.id}
+            if d.id in who or _named(d.id, who):
+                explains.add(check.id)
+            mutations[k] = d.model_copy(update={"explains": sorted(explains)})
+    return mutations
+
+
+def _named(cause: str, mutations: list[str]) -> bool:
+    """Whether ``cause`` is the name one of ``mutations`` took (a fitted mask constant's "leaky" name)."""
+    return any(LEAKY.get(m) == cause for m in mutations)
 
 
 def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Diagnosis]:
     """Contract breaches behind a failing interface or gradient_blocks check: the dtype the head returns
-    for float32 inputs, and whether its outputs carry an autograd graph at all."""
+    for float32 and float64 inputs, out and weights each, and whether its outputs carry an autograd graph."""
     if runs is None:
         return []
     causes = []
     if "interface" in failed:
-        g = torch.Generator().manual_seed(PROBE_SEED)
-        inputs = {n: torch.randn(*shape, generator=g) for n, shape in CONTRACT_SHAPES.items()}  # float32
-        try:
-            _, tensors = head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED)
-        except StudentFailure:
-            tensors = {}
-        returned = sorted({str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if k in ("r0", "r1")})
-        if returned and returned != ["float32"]:
-            causes.append(contract_cause("output_dtype", ", ".join(returned), ["interface"]))
+        slips: dict[str, list[str]] = {"r0": [], "r1": []}
+        for dtype in (torch.float32, torch.float64):
+            g = torch.Generator().manual_seed(PROBE_SEED)
+            inputs = {n: torch.randn(*shape, generator=g, dtype=dtype) for n, shape in CONTRACT_SHAPES.items()}
+            try:
+                _, tensors = head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED)
+            except StudentFailure:
+                continue
+            for k, t in tensors.items():
+                if k in slips and t.dtype.is_floating_point and t.dtype != dtype:
+                    slips[k].append(f"{_dtype(t.dtype)} for {_dtype(dtype)} inputs")
+        for k, cid in (("r0", "output_dtype"), ("r1", "weights_dtype")):
+            if slips[k]:
+                causes.append(contract_cause(cid, " and ".join(slips[k]), ["interface"]))
     graph = [s for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" in p.options and not s.error]
     if "gradient_blocks" in failed and any("problem" in (s.shape.get("grads") or {}) for s in graph):
         causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
     return causes
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _known(theirs: list[Seen] | None, function: str, ref: Oracle) -> list[Diagnosis]:
@@ -195,6 +268,87 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
             )
         )
     return causes
+
+
+SIZES = (1, 2, 3, 4, 5, 8, 16, 32, 64, 127, 128, 129, 255, 256, 257, 512)
+LONG = 1024  # the performance check's length: probed only when that check crashed
+CASE_STOPPED = "Your code did not complete this case: "
+
+
+def _crash_name(check: CheckResult) -> str | None:
+    """The exception that stopped ``check`` (or one of its cases), as the message names it."""
+    for prefix in (STOPPED, CASE_STOPPED):
+        if prefix in check.message:
+            return _exception(_first_line(check.message.split(prefix, 1)[1]))
+    return None
+
+
+def _by_size(head: Head, failing: list[CheckResult], causes: list[Diagnosis]) -> list[Diagnosis]:
+    """``causes`` with the crashes that depend on the sequence length merged into one cause: the head
+    probed at lengths 1 to 512 (and 1024 when the performance check crashed) raises at some and not others."""
+    crashed = {c.id: name for c in failing if (name := _crash_name(c)) is not None}
+    if not crashed:
+        return causes
+    raised: dict[int, str] = {}
+    worked: list[int] = []
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    for T in SIZES + ((LONG,) if "performance" in crashed else ()):
+        inputs = {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in _shapes(T).items()}
+        try:
+            head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED, kwargs={"causal": {"v": True}})
+            worked.append(T)
+        except MissingFunction:
+            return causes
+        except StudentFailure as exc:
+            if exc.status == "timeout":
+                return causes
+            raised[T] = exc.message
+    if not raised or not worked:
+        return causes
+    name = Counter(_exception(_first_line(m)) for m in raised.values()).most_common(1)[0][0]
+    explains = sorted(cid for cid, n in crashed.items() if n == name)
+    if not explains:
+        return causes
+    where = _lengths(sorted(raised), worked)
+    first = min(raised)
+    n = len(explains)
+    size_cause = Diagnosis(
+        id=SIZE_CRASH,
+        title=f"`{ATTENTION}` raises {name} {where} — {n} check{'s' if n != 1 else ''} could not run in full",
+        hint=(
+            f"Your head works at T = {', '.join(map(str, worked[:6]))}{', ...' if len(worked) > 6 else ''} and raises "
+            f"{where} (at T = {first}: {_first_line(raised[first])}). The error depends only on the sequence length, "
+            "so something in the head has a fixed length (typically a mask buffer built once for a maximum context). "
+            "Build the mask for the input's own length, T = X.shape[1] (Definition 4.1)."
+        ),
+        cites="Definition 4.1",
+        kind="crash",
+        explains=explains,
+        detail=raised[first],
+    )
+    kept = []
+    for c in causes:  # the message-grouped crashes it covers go (their messages differed only by the length)
+        if c.kind == "crash":
+            c = c.model_copy(update={"explains": [x for x in c.explains if x not in explains]})
+            if not c.explains:
+                continue
+        kept.append(c)
+    return [size_cause, *kept]
+
+
+def _shapes(T: int) -> dict[str, tuple[int, ...]]:
+    return {"X": (1, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
+
+
+def _lengths(raised: list[int], worked: list[int]) -> str:
+    """Where the head raises, in words: 'for every T ≠ 128', 'for every T > 256', or the lengths."""
+    if len(worked) == 1:
+        return f"for every T ≠ {worked[0]}"
+    if max(worked) < min(raised):
+        return f"for every T > {max(worked)}" + (f" (tried up to {max(raised)})" if max(raised) == LONG else "")
+    if min(worked) > max(raised):
+        return f"for every T < {min(worked)}"
+    return "at T = " + ", ".join(map(str, raised))
 
 
 def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:

@@ -13,17 +13,18 @@ it fixed, so a constant that changes from input to input does not match.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-SLOTS = ("scale", "mask", "softmax", "dtype", "randomness", "projections")
+SLOTS = ("scale", "switch", "mask", "softmax", "dtype", "randomness", "projections")
 
 MUTATIONS: dict[str, tuple[str, ...]] = {
     "scale": ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant"),
+    "switch": ("causal_flag_ignored",),  # composes with every mask: a head may mask wrongly and always
     "mask": (
         "no_mask",
-        "causal_flag_ignored",
         "mask_transposed",
         "mask_excludes_diagonal",
         "mask_leaks_by_one",
@@ -51,10 +52,11 @@ class Fit:
 
     values: dict[str, float] = field(default_factory=dict)
 
-    def get(self, key: str, estimates: torch.Tensor) -> float | None:
-        """The held value of ``key``, or the snapped median of ``estimates`` the first time there are any."""
+    def get(self, key: str, estimates: Callable[[], torch.Tensor]) -> float | None:
+        """The held value of ``key``, or the snapped median of ``estimates()`` the first time there are any."""
         if key not in self.values:
-            finite = estimates[torch.isfinite(estimates)]
+            found = estimates()
+            finite = found[torch.isfinite(found)]
             if finite.numel() == 0:
                 return None
             self.values[key] = snap(float(finite.median()))
@@ -74,8 +76,10 @@ def _pick(combo: Combo, slot: str) -> str | None:
     return next((m for m in combo if SLOT_OF[m] == slot), None)
 
 
-def _fit_scale(raw: torch.Tensor, theirs: torch.Tensor, allowed: torch.Tensor, axis: int) -> torch.Tensor:
+def _fit_scale(raw: torch.Tensor, theirs: torch.Tensor | None, allowed: torch.Tensor, axis: int) -> torch.Tensor:
     """Slope c of log w = c s + b_row over the positive allowed weights of each softmax group."""
+    if theirs is None:
+        return torch.empty(0, dtype=raw.dtype)
     s, w = raw.movedim(axis, -1), theirs.movedim(axis, -1)
     ok = (w > 0) & torch.isfinite(w) & allowed.expand_as(raw).movedim(axis, -1)
     n = ok.sum(-1, keepdim=True)
@@ -88,9 +92,11 @@ def _fit_scale(raw: torch.Tensor, theirs: torch.Tensor, allowed: torch.Tensor, a
     return (num[good] / den[good]).flatten()
 
 
-def _fit_mask(s: torch.Tensor, theirs: torch.Tensor, future: torch.Tensor, additive: bool) -> torch.Tensor:
+def _fit_mask(s: torch.Tensor, theirs: torch.Tensor | None, future: torch.Tensor, additive: bool) -> torch.Tensor:
     """The mask constant m from pairs (future j, allowed k) of one row with both weights positive:
     additive: log w_j - log w_k = s_j + m - s_k; fill: log w_j - log w_k = m - s_k."""
+    if theirs is None:
+        return torch.empty(0, dtype=s.dtype)
     pos = (theirs > 0) & torch.isfinite(theirs)
     logw = theirs.clamp_min(1e-300).log()
     estimates = []
@@ -100,6 +106,17 @@ def _fit_mask(s: torch.Tensor, theirs: torch.Tensor, future: torch.Tensor, addit
         base = logw[b, i, js] - logw[b, i, k] + s[b, i, k]
         estimates.append(base - s[b, i, js] if additive else base)
     return torch.cat(estimates) if estimates else torch.empty(0, dtype=s.dtype)
+
+
+def named_scales(T: int, d: int, d_k: int) -> dict[str, float]:
+    """The score scale of the right head ("right") and of every scale mutation but the fitted constant."""
+    return {
+        "right": d_k**-0.5,
+        "no_scaling": 1.0,
+        "scale_by_dk": 1 / d_k,
+        "scale_by_sqrt_d_model": d**-0.5,
+        "scale_by_sqrt_T": T**-0.5,
+    }
 
 
 def forward(
@@ -128,19 +145,19 @@ def forward(
     v = X if proj == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
     raw = k @ q.transpose(-2, -1) if proj == "scores_transposed" else q @ k.transpose(-2, -1)  # (B, T, T)
     future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # (T, T), j > i
-    masking = (causal or mask_m == "causal_flag_ignored") and mask_m != "no_mask"
+    masking = (causal or _pick(combo, "switch") is not None) and mask_m != "no_mask"
     axis = {"softmax_wrong_axis": -2, "softmax_over_batch": 0}.get(smax or "", -1)
-    scales = {"no_scaling": 1.0, "scale_by_dk": 1 / d_k, "scale_by_sqrt_d_model": d**-0.5, "scale_by_sqrt_T": T**-0.5}
+    scales = named_scales(T, d, d_k)
     if scale_m == "scale_constant":
-        if theirs is None:
+        if theirs is None and "scale" not in fit.values:
             return None
         allowed = ~future if masking else torch.ones_like(future)
-        c = fit.get("scale", _fit_scale(raw, theirs, allowed, axis))
-        if c is None or any(math.isclose(c, x, rel_tol=1e-6) for x in (d_k**-0.5, *scales.values())):
+        c = fit.get("scale", lambda: _fit_scale(raw, theirs, allowed, axis))
+        if c is None or any(math.isclose(c, x, rel_tol=1e-6) for x in scales.values()):
             return None  # the right scale, or one the named mutations already describe
         scale = c
     else:
-        scale = scales.get(scale_m or "", d_k**-0.5)
+        scale = scales[scale_m or "right"]
     s = raw * scale  # (B, T, T)
     if masking:
         masked = _mask_scores(s, mask_m, future, fit, theirs)
@@ -161,9 +178,9 @@ def forward(
             w = w / w.sum(-1, keepdim=True)
     if _pick(combo, "randomness"):
         if theirs is None:
-            return None
+            return None  # the dropped entries are the head's own draw: no replay without them
         kept = (theirs != 0) & (w != 0) & torch.isfinite(theirs)
-        p = fit.get("p", 1 - w[kept] / theirs[kept])
+        p = fit.get("p", lambda: 1 - w[kept] / theirs[kept])
         if p is None or not 0 < p < 1:
             return None
         w = torch.where(theirs == 0, torch.zeros_like(w), w / (1 - p))
@@ -175,7 +192,7 @@ def _mask_scores(
     s: torch.Tensor, mask_m: str | None, future: torch.Tensor, fit: Fit, theirs: torch.Tensor | None
 ) -> torch.Tensor | None:
     """The scores after the (possibly mutated) causal mask, before the softmax."""
-    if mask_m in (None, "causal_flag_ignored"):
+    if mask_m is None:
         return s.masked_fill(future, float("-inf"))
     if mask_m == "mask_transposed":
         return s.masked_fill(future.T, float("-inf"))  # keeps j >= i
@@ -185,14 +202,24 @@ def _mask_scores(
         return s.masked_fill(future.triu(2), float("-inf"))
     if mask_m == "mask_inverted":
         return s.masked_fill(~future, float("-inf"))  # keeps only j > i
-    if mask_m == "mask_value_derived":
-        return s.masked_fill(s.tril() == 0, -1e9)  # "masked" wherever the lower-triangular copy is 0
+    if mask_m == "mask_value_derived":  # "masked" wherever the lower-triangular copy is 0
+        hidden = s.tril() == 0
+        whole = hidden.all(-1)  # rows with nothing left: -inf leaves them NaN, a finite fill uniform
+        if "value_fill" not in fit.values and theirs is not None and bool(whole.any()):
+            fit.values["value_fill"] = -math.inf if bool(torch.isnan(theirs[whole]).any()) else -1e9
+        return s.masked_fill(hidden, fit.values.get("value_fill", -1e9))
     if mask_m in ("weak_mask_constant", "weak_mask_fill"):
-        if theirs is None:
+        if theirs is None and "mask" not in fit.values:
             return None
         additive = mask_m == "weak_mask_constant"
-        m = fit.get("mask", _fit_mask(s, theirs, future, additive))
+        m = fit.get("mask", lambda: _fit_mask(s, theirs, future, additive))
         if m is None:
             m = -1e300 if additive else float("-inf")  # not yet seen: only exact zeros so far
-        return s + m * future if additive else s.masked_fill(future, m)
+        elif additive and abs(m) < 1e-9:
+            return None  # adding nothing: the plain "no mask" describes it
+        if not additive:
+            return s.masked_fill(future, m)
+        if fit.values.get("mask_rounded"):  # the constant rounded to the scores' dtype first (NumPy's rule)
+            return s + future.to(s.dtype) * torch.tensor(m, dtype=s.dtype)
+        return s + m * future.to(s.dtype)
     return s  # after-softmax masks act later

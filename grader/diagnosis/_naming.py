@@ -32,6 +32,8 @@ def cause_ids() -> frozenset[str]:
     """Every id a diagnosis may name apart from whole-function crashes ("crash:..."): the rubric prices these."""
     chaffs = {c.id for c in known_heads("chaff")}
     return frozenset({*SLOT_OF, *LEAKY.values(), *chaffs, *CONTRACT_CAUSES, SIZE_CRASH})
+
+
 _MASK = ("causal_mask", "convex_hull", "future_perturbation", "gradient_blocks")
 _SCALE = (*ORACLES, "score_scaling")
 
@@ -42,10 +44,13 @@ _OWN_VIOLATES: dict[str, tuple[str, ...]] = {
     "scale_constant": _SCALE,
     "mask_inverted": (*ORACLES, *_MASK, "row_stochastic", "numerical_stability"),
     "mask_value_derived": (*ORACLES, *_MASK, "numerical_stability"),
-    # A constant too weak for ordinary scores leaks there (the mask checks); one too weak only for huge
-    # scores, or not representable in half precision, fails numerical_stability alone.
-    "weak_mask_constant": (*ORACLES, *_MASK, "numerical_stability"),
-    "weak_mask_fill": (*ORACLES, *_MASK, "numerical_stability"),
+    # A constant too weak for ordinary scores leaks there (the mask checks: the "leaky" ids); one that masks
+    # exactly at ordinary scores fails only at huge scores or in half precision (numerical_stability, whose
+    # failure the diagnosis confirms by replaying the check on the error model).
+    "leaky_mask_constant": (*ORACLES, *_MASK, "numerical_stability"),
+    "leaky_mask_fill": (*ORACLES, *_MASK, "numerical_stability"),
+    "weak_mask_constant": ("numerical_stability",),
+    "weak_mask_fill": ("numerical_stability",),
 }
 
 
@@ -65,7 +70,8 @@ RULED_OUT_BY: dict[str, tuple[str, ...]] = {
         m: ("score_scaling",)
         for m in ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant")
     },
-    **{m: _LEAKS for m in ("no_mask", "mask_transposed", "mask_leaks_by_one", "mask_value_derived")},
+    **{m: _LEAKS for m in ("no_mask", "mask_transposed", "mask_leaks_by_one")},
+    "mask_value_derived": ("causal_mask",),  # with -inf an all-zero row is NaN, which future_perturbation allows
     "mask_excludes_diagonal": ("causal_mask",),
     "mask_inverted": _LEAKS,
     "mask_after_softmax_no_renorm": ("row_stochastic",),
@@ -137,17 +143,22 @@ def mutation_cause(mid: str, fitted: dict[str, float], failed: set[str]) -> Diag
         title, hint, cites = _fitted(mid, fitted[FITTED[mid]])
     else:
         title, hint, cites = OWN.get(mid) or _catalog(mid) or (mid.replace("_", " "), "", "")
-    explains = [c for c in violates(mid) if c in failed]
-    return Diagnosis(id=mid, title=title, hint=hint, cites=cites, kind="mutation", explains=sorted(explains))
+    cid = mid
+    if mid in LEAKY and abs(fitted.get("mask", -math.inf)) < ORDINARY_SCORES:
+        cid = LEAKY[mid]
+    explains = [c for c in violates(cid) if c in failed]
+    return Diagnosis(id=cid, title=title, hint=hint, cites=cites, kind="mutation", explains=sorted(explains))
 
 
 def contract_cause(cid: str, detail: str, explains: list[str]) -> Diagnosis:
     """A breach of the calling contract (Section 9.1), seen directly rather than searched for."""
-    if cid == "output_dtype":
-        title = f"Returns {detail} tensors for float32 inputs"
+    if cid in ("output_dtype", "weights_dtype"):
+        what = "out" if cid == "output_dtype" else "the weights"
+        title = f"Returns {what} as {detail}"
         hint = (
-            "Return out and weights in the dtype of X (a NumPy head converts back with torch.from_numpy(...)"
-            ".to(X.dtype)); the other checks judged your values cast to the input dtype (Section 9.1)."
+            f"Return {what} in the dtype of X (cast back with .to(X.dtype); a NumPy head with "
+            "torch.from_numpy(...).to(X.dtype)); the other checks judged your values cast to the input dtype "
+            "(Section 9.1)."
         )
     else:
         title = "No autograd graph: the outputs do not depend on the inputs through torch operations"

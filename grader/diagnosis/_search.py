@@ -35,9 +35,12 @@ def combos(allowed: dict[str, list[str]], size: int) -> Iterator[Combo]:
         yield from itertools.product(*(allowed[s] for s in slots))
 
 
-def matches(combo: Combo, probes: Sequence[Probe], theirs: Sequence[Seen]) -> Fit | None:
-    """The fitted constants when the mutated reference reproduces the head on every probe, else None."""
-    fit = Fit()
+def matches(
+    combo: Combo, probes: Sequence[Probe], theirs: Sequence[Seen], fitted: dict[str, float] | None = None
+) -> Fit | None:
+    """The fitted constants when the mutated reference reproduces the head on every probe, else None
+    (``fitted``: constants already known, held fixed)."""
+    fit = Fit(dict(fitted or {}))
     tol = FLOAT32 if "softmax_in_float32" in combo else MATCH
     for probe, seen in zip(probes, theirs, strict=True):
         t = probe.tensors
