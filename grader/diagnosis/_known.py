@@ -28,11 +28,10 @@ import torch
 
 from grader.compare import Tolerance
 from grader.head import Head, MissingFunction, StudentFailure
-from grader.library import KnownHead
+from grader.library import KnownHead, indistinguishable  # noqa: F401  (re-exported by the package)
 
 MATCH = Tolerance(rtol=1e-9, atol=1e-12)  # float64: another way to write the same arithmetic, not float32
 PROBE_SEED = 20417
-VALUE_IDENTICAL = frozenset({"performance", "forbidden_api"})
 NOISE = ("times", "traced")  # how long a call took, which APIs it used: not what it computed
 
 
@@ -54,12 +53,6 @@ class Seen:
     values: dict[str, torch.Tensor] = field(default_factory=dict)
     shape: dict[str, Any] = field(default_factory=dict)  # kinds, types and problems, compared exactly
     message: str = ""  # the error's text, when ``error``
-
-
-def indistinguishable(chaff: KnownHead) -> bool:
-    """A chaff that only the performance or forbidden-API checks catch computes the reference's values:
-    neither a probe nor a student's property test can tell it from a correct head."""
-    return set(chaff.caught_by) <= VALUE_IDENTICAL
 
 
 # ---- probes --------------------------------------------------------------------------------------

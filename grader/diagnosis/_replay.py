@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from grader.checks import CHECKS, Ctx
 from grader.diagnosis._mutations import Combo, Fit, forward
 from grader.head import Head, HeadCall, StudentFailure
 from grader.oracle import Oracle
@@ -53,8 +54,6 @@ def replay(check_id: str, model: ModelHead, ref: Oracle, rubric: Rubric, seed: i
     """The status of ``check_id`` on ``model`` ("passed", "failed", "error"); None when it cannot be replayed."""
     if check_id not in REPLAYABLE:
         return None
-    from grader.checks import CHECKS, Ctx  # late until checks/_student_tests stops importing the diagnosis
-
     ctx = Ctx(model, ref, rubric, seed, check_id, source="")
     threads = torch.get_num_threads()
     try:
