@@ -1,0 +1,103 @@
+"""Grading by mistakes (issue 16): each named cause costs its price once; never below the per-check sum."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.diagnosis import cause_ids
+from grader.diagnosis._mutations import SLOT_OF
+from grader.library import known_heads
+from grader.models import CheckResult, Diagnosis
+from grader.rubric import RubricError, load_rubric
+from grader.scoring import tally
+
+
+def _check(cid: str, score: float, max_score: float, status: str = "failed", extra: bool = False) -> CheckResult:
+    return CheckResult(
+        id=cid, title="t", cites="c", status=status, score=score, max_score=max_score, extra_credit=extra,
+        message="m", seed=0, duration_s=0,
+    )  # type: ignore[arg-type]  # fmt: skip
+
+
+def _cause(cid: str, explains: list[str], kind: str = "mutation") -> Diagnosis:
+    return Diagnosis(id=cid, title=cid, hint="h", cites="c", kind=kind, explains=explains)  # type: ignore[arg-type]
+
+
+CHECKS = [
+    _check("reference_match", 0, 12),
+    _check("row_stochastic", 0, 7),
+    _check("determinism", 0, 3),
+    _check("causal_mask", 7, 7, "passed"),
+    _check("student_tests", 0, 9, "skipped"),
+]
+
+
+def test_one_cause_of_many_failures_costs_its_price_once() -> None:
+    t = tally(
+        CHECKS,
+        [_cause("dropout_left_on", ["reference_match", "row_stochastic", "determinism"])],
+        {"dropout_left_on": 8},
+    )
+    assert (t.scoring, t.score_by_checks) == ("mistakes", 7)
+    assert t.score == 7 + 22 - 8  # the skipped check's points stay unearned
+    assert [d.deduction for d in t.diagnosis] == [8]
+    assert t.note and "each charged once" in t.note
+
+
+def test_an_unexplained_failure_keeps_the_per_check_score_and_says_which() -> None:
+    t = tally(CHECKS, [_cause("dropout_left_on", ["reference_match", "row_stochastic"])], {"dropout_left_on": 8})
+    assert (t.scoring, t.score) == ("checks", 7)
+    assert t.note and "determinism" in t.note
+    assert all(d.deduction is None for d in t.diagnosis)
+
+
+def test_never_below_the_per_check_score() -> None:
+    t = tally(CHECKS, [_cause("no_mask", ["reference_match", "row_stochastic", "determinism"])], {"no_mask": 30})
+    assert (t.scoring, t.score) == ("checks", 7)
+    assert t.note and "no more than the per-check sum" in t.note
+
+
+def test_an_unpriced_cause_costs_the_points_of_its_checks_each_once() -> None:
+    causes = [
+        _cause("crash:causal_self_attention", ["reference_match", "row_stochastic"], kind="crash"),
+        _cause("dropout_left_on", ["row_stochastic", "determinism"]),
+    ]
+    t = tally(CHECKS, causes, {"dropout_left_on": 2})
+    assert [d.deduction for d in t.diagnosis] == [12, 2]  # row_stochastic is the priced cause's
+    assert t.score == 7 + 22 - 14
+
+
+def test_a_cause_that_breaks_only_extra_credit_costs_nothing() -> None:
+    checks = [*CHECKS[:3], _check("kv_cache", 0, 3, extra=True)]
+    causes = [
+        _cause("dropout_left_on", ["reference_match", "row_stochastic", "determinism"]),
+        _cause("kv_cache_no_append", ["kv_cache"], kind="known"),
+    ]
+    t = tally(checks, causes, {"dropout_left_on": 8, "kv_cache_no_append": 5})
+    assert [d.deduction for d in t.diagnosis] == [8, 0]
+    assert t.score == 22 - 8
+
+
+def test_no_failure_no_counting() -> None:
+    t = tally([CHECKS[3]], [], {})
+    assert (t.scoring, t.score, t.note) == ("checks", 7, None)
+
+
+def test_the_bundled_rubric_prices_every_cause_of_the_error_model_and_the_library() -> None:
+    prices = load_rubric().mistakes
+    assert set(SLOT_OF) <= set(prices)
+    assert {c.id for c in known_heads("chaff")} <= set(prices)
+    assert cause_ids() == set(prices)
+
+
+def test_a_price_for_an_unknown_cause_is_refused(tmp_path: Path) -> None:
+    bundled = Path(__file__).resolve().parent.parent / "rubrics" / "step4.toml"
+    path = tmp_path / "r.toml"
+    path.write_text(bundled.read_text() + "no_such_mistake = 3\n")
+    with pytest.raises(RubricError, match="mistakes.no_such_mistake: no such cause"):
+        load_rubric(path)
+    path.write_text(bundled.read_text().replace("no_scaling = 8", "no_scaling = -1"))
+    with pytest.raises(RubricError, match="mistakes.no_scaling"):
+        load_rubric(path)
