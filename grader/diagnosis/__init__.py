@@ -314,7 +314,12 @@ def _by_size(head: Head, failing: list[CheckResult], causes: list[Diagnosis]) ->
     n = len(explains)
     size_cause = Diagnosis(
         id=SIZE_CRASH,
-        title=f"`{ATTENTION}` raises {name} {where} — {n} check{'s' if n != 1 else ''} could not run in full",
+        title=f"`{ATTENTION}` raises {name} {where} — "
+        + (
+            f"only the performance check (T = {LONG}) uses inputs that long"
+            if explains == ["performance"]
+            else f"{n} check{'s' if n != 1 else ''} could not run in full"
+        ),
         hint=(
             f"Your head works at T = {', '.join(map(str, worked[:6]))}{', ...' if len(worked) > 6 else ''} and raises "
             f"{where} (at T = {first}: {_first_line(raised[first])}). The error depends only on the sequence length, "
