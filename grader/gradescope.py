@@ -105,6 +105,10 @@ def results_json(
 ) -> dict[str, Any]:
     """Gradescope's results.json for ``result`` (a dict; ``json.dumps`` it)."""
     lines = [wording.score_line(result)]
+    counted = wording.scoring_line(result)
+    if counted:
+        lines.append(counted)
+    lines += [wording.cause_heading(result, d.id) for d in result.diagnosis if d.deduction is not None]
     lines += result.notes
     withheld = sum(c.visibility == "hidden" for c in result.checks)
     if withheld:

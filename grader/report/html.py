@@ -451,6 +451,7 @@ def render_html(result: GradeResult, *, show_hidden: bool = False) -> str:
             ],  # a check a crash stopped shows the crash once, in the causes
             tally=wording.tally(result),
             score_line=wording.score_line(result),
+            scoring_line=wording.scoring_line(result),
             percent=result.percent,
             visuals=visuals,
             visuals_problem=visuals_problem,

@@ -2,7 +2,7 @@
 
     <testsuites name="step4-grader" tests=.. failures=.. errors=.. skipped=.. time=..>
       <testsuite name="RUBRIC" ...>
-        <properties> score, max_score, percent, seed, submission </properties>
+        <properties> submission, score, max_score, percent, scoring, score_by_checks, [scoring_note], seed </properties>
         <testcase classname="step4.CHECK_ID" name="CHECK_ID: TITLE" time="0.123">
           <failure message="first line" type="failed">the whole message</failure>
         </testcase>
@@ -11,7 +11,8 @@
 Mapping of the closed status set: failed and timeout are ``<failure>`` (the code did not meet the
 property within its budget), error is ``<error>`` (the code crashed, or the grader did), skipped is
 ``<skipped>``. A pure function of the result: no timestamp or host name, so the same result gives
-the same bytes.
+the same bytes. ``score`` is the grade's total (``GradeResult.score``): when the grade counts mistakes
+(``scoring`` = mistakes) it is more than ``score_by_checks``, the sum of the testcases' points.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def render_junit(result: GradeResult) -> str:
         ("score", f"{result.score:g}"),
         ("max_score", f"{result.max_score:g}"),
         ("percent", f"{result.percent:.1f}"),
+        ("scoring", result.scoring),
+        ("score_by_checks", f"{result.score if result.score_by_checks is None else result.score_by_checks:g}"),
+        *((("scoring_note", result.scoring_note),) if result.scoring_note else ()),
         ("seed", str(result.seed)),
     ):
         ET.SubElement(props, "property", name=name, value=xml_text(value))

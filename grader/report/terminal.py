@@ -44,7 +44,7 @@ def _causes(result: GradeResult, console: Console) -> None:
     if sentence:
         console.print(Text(sentence, "bold yellow"))
     for d in result.diagnosis:
-        console.print(Text(wording.cause_line(result, d.id), "yellow"))
+        console.print(Text(wording.cause_heading(result, d.id), "yellow"))
         for line in (d.hint, wording.explains_line(result, d.id), *(d.detail or "").splitlines()):
             if line:
                 console.print(Padding(Text(line), (0, 0, 0, INDENT), expand=False))
@@ -75,4 +75,7 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
                 console.print(Padding(Text(wording.pointer(result, check) or "", "yellow"), (0, 0, 0, INDENT)))
         for note in check.notes:
             console.print(Padding(Text(f"Note: {note}", "dim"), (0, 0, 0, INDENT), expand=False))
+    counted = wording.scoring_line(result)
+    if counted:  # just above the score line, which stays last (tools and --watch read it)
+        console.print(Text(counted, "bold" if result.scoring == "mistakes" else "dim"))
     console.print(Text(wording.score_line(result), "bold"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from grader.models import CheckResult, GradeResult, Status
+from grader.models import CheckResult, Diagnosis, GradeResult, Status
 
 STATUS_LABEL: dict[Status, str] = {
     "passed": "PASSED",
@@ -119,6 +119,29 @@ def score_line(result: GradeResult) -> str:
     return f"{text} — {', '.join(parts)}" if parts else text
 
 
+def scoring_line(result: GradeResult) -> str | None:
+    """How the score was counted ('Counted by mistakes: ...'), or None when there is nothing to say (every
+    graded check passed). Printed next to the score line, never inside it: tools parse the score line."""
+    if result.scoring_note:
+        return result.scoring_note
+    if result.scoring == "mistakes":  # a result written without its note: say at least what was counted
+        by_checks = result.score if result.score_by_checks is None else result.score_by_checks
+        return (
+            f"Counted by mistakes: each named cause charged once (the per-check sum would be "
+            f"{fmt_points(by_checks)} / {fmt_points(result.max_score)})."
+        )
+    return None
+
+
+def deduction(d: Diagnosis) -> str | None:
+    """'−8 points': what a cause cost when the grade counts mistakes; None when it counts checks."""
+    if d.deduction is None:
+        return None
+    if d.deduction == 0:
+        return "no deduction"
+    return f"−{fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
+
+
 def tally(result: GradeResult) -> dict[Status, int]:
     """How many checks ended in each status, in the fixed status order."""
     counts: dict[Status, int] = {s: 0 for s in STATUS_LABEL}
@@ -168,6 +191,13 @@ def cause_line(result: GradeResult, cause_id: str) -> str:
     """'(2) Scores divided by d_k instead of sqrt(d_k) (Lemma 5.5)' for one cause id."""
     d = next(d for d in result.diagnosis if d.id == cause_id)
     return f"({cause_numbers(result)[d.id]}) {d.title} ({d.cites})"
+
+
+def cause_heading(result: GradeResult, cause_id: str) -> str:
+    """The cause line with its deduction when the grade counts mistakes: '(1) No mask (Definition 4.1): −8 points'."""
+    d = next(d for d in result.diagnosis if d.id == cause_id)
+    cost = deduction(d)
+    return cause_line(result, cause_id) + (f": {cost}" if cost else "")
 
 
 def explains_line(result: GradeResult, cause_id: str) -> str:
