@@ -27,17 +27,21 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import ValidationError
 
 import grader
 from grader.exports import result_json, write_atomic
-from grader.models import SUBMISSION_STATUS_MEANING as SUBMISSION_STATUS_MEANING  # re-exported; lives with the model
-from grader.models import CheckResult, GradeResult, Status, SubmissionStatus
+from grader.models import CheckResult, GradeResult, Status
 from grader.rubric import Rubric
+from grader.statuses import LEGACY_STATUSES, SUBMISSION_STATUSES, SubmissionStatus
+from grader.statuses import SUBMISSION_STATUS_MEANING as SUBMISSION_STATUS_MEANING  # re-exported
 
-SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = get_args(SubmissionStatus)
+# Checks that need causal_self_attention but can pass without an answer from it: forbidden_api judges the
+# source alone when a traced call raises. The others stop with an error when the head raises.
+ANSWER_OPTIONAL = frozenset({"forbidden_api"})
+HEAD = "causal_self_attention"
 KINDS = (".py", ".zip", ".ipynb")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 RESERVED = {"grades.csv", "summary.html"}
@@ -216,8 +220,21 @@ class Outcome:
 
 
 def submission_status(result: GradeResult) -> SubmissionStatus:
-    statuses = {c.status for c in result.checks}
-    return "timeout" if "timeout" in statuses else "crashed" if "error" in statuses else "graded"
+    """The class overview's word for a graded result (meanings in :data:`SUBMISSION_STATUS_MEANING`)."""
+    ran = [c for c in result.checks if c.status != "skipped"]
+    if any(c.status == "timeout" for c in ran):
+        return "timeout"
+    if not any(c.status == "error" for c in ran):
+        return "graded"
+    from grader.checks import CHECKS  # late: the registry imports the checks (and torch)
+    from grader.checks._contract import NOT_IMPORTED
+
+    if any(c.id == "interface" and c.message.startswith(NOT_IMPORTED) for c in ran):
+        return "did_not_import"
+    calls = [c for c in ran if c.id in CHECKS and HEAD in CHECKS[c.id].needs and c.id not in ANSWER_OPTIONAL]
+    if calls and all(c.status == "error" for c in calls):
+        return "raised_every_call"
+    return "raised_in_some_checks"
 
 
 def unreadable_result(label: str, rubric: Rubric, message: str, *, status: Status = "failed") -> GradeResult:
@@ -305,12 +322,15 @@ def _load_done(entry: Entry, out: Path, fp: str) -> Outcome | None:
     """The stored outcome of ``entry`` if it was graded with the same fingerprint."""
     try:
         state = json.loads((out / entry.id / STATE_FILE).read_text(encoding="utf-8"))
-        if state.get("fingerprint") != fp or state.get("status") not in SUBMISSION_STATUSES:
+        status = state.get("status")
+        if state.get("fingerprint") != fp or (status not in SUBMISSION_STATUSES and status not in LEGACY_STATUSES):
             return None
         result = GradeResult.model_validate_json((out / entry.id / "result.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, ValidationError):
         return None
-    return Outcome(entry.id, entry.path.name, state["status"], result, entry.submitters, resumed=True)
+    if status in LEGACY_STATUSES:  # an older grader's word: classify the stored result again
+        status = submission_status(result)
+    return Outcome(entry.id, entry.path.name, status, result, entry.submitters, resumed=True)
 
 
 def _store(outcome: Outcome, out: Path, fp: str) -> None:
@@ -331,15 +351,19 @@ def _store(outcome: Outcome, out: Path, fp: str) -> None:
 
 
 def grades_csv(outcomes: list[Outcome], rubric: Rubric) -> str:
-    """id, score, max_score, one column of points per check (rubric order), status; ready for an LMS."""
+    """id, score, max_score, scoring, score_by_checks, one column of points per check (rubric order), status;
+    ready for an LMS. ``score`` is the grade (``GradeResult.score``); when ``scoring`` is "mistakes" it is
+    more than ``score_by_checks``, the sum of the check columns (each cause was charged once)."""
     check_ids = [cid for cid, rc in rubric.checks.items() if rc.enabled]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["id", "score", "max_score", *check_ids, "status"])
+    writer.writerow(["id", "score", "max_score", "scoring", "score_by_checks", *check_ids, "status"])
     for o in sorted(outcomes, key=lambda o: o.id):
-        by_id = {c.id: c for c in o.result.checks}
+        r = o.result
+        by_id = {c.id: c for c in r.checks}
         cells = [_num(by_id[cid].score) if cid in by_id else "" for cid in check_ids]
-        writer.writerow([o.id, _num(o.result.score), _num(o.result.max_score), *cells, o.status])
+        by_checks = r.score if r.score_by_checks is None else r.score_by_checks
+        writer.writerow([o.id, _num(r.score), _num(r.max_score), r.scoring, _num(by_checks), *cells, o.status])
     return buf.getvalue()
 
 

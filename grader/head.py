@@ -40,6 +40,13 @@ class StudentFailure(Exception):
         self.message = message
 
 
+class ImportFailure(StudentFailure):
+    """The module raised, or its worker died, while being imported: every request answers with that error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("error", message)
+
+
 class MissingFunction(StudentFailure):
     """``name`` is absent; ``package``: it was left out because it needs that package, which the grader lacks."""
 
@@ -482,6 +489,8 @@ def _judged(reply: Reply) -> Reply:
         return reply
     if reply.status in ("timeout", "budget", "import_timeout"):
         raise StudentFailure("timeout", reply.message)
+    if reply.status == "import_error":
+        raise ImportFailure(reply.message)
     raise StudentFailure("error", reply.message)
 
 

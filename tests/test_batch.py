@@ -15,7 +15,19 @@ from typing import Any
 import pytest
 
 import grader.runner
-from grader.batch import Entry, Outcome, discover, fingerprint, grades_csv, locate, run_batch, safe_id
+from grader.batch import (
+    SUBMISSION_STATUS_MEANING,
+    SUBMISSION_STATUSES,
+    Entry,
+    Outcome,
+    discover,
+    fingerprint,
+    grades_csv,
+    locate,
+    run_batch,
+    safe_id,
+    submission_status,
+)
 from grader.cli import main
 from grader.library import known_heads, reference_path
 from grader.models import CheckResult, Diagnosis, GradeResult
@@ -189,8 +201,8 @@ def test_batch_writes_everything_and_resumes(tmp_path: Path, fake: FakeGrade, ru
     assert "holds no attention_head.py" in unreadable.checks[0].message
 
     rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
-    assert rows[0] == ["id", "score", "max_score", *enabled, "status"]
-    assert rows[1][:3] == ["alice", "100", "100"] and rows[1][-1] == "graded"
+    assert rows[0] == ["id", "score", "max_score", "scoring", "score_by_checks", *enabled, "status"]
+    assert rows[1][:5] == ["alice", "100", "100", "checks", "100"] and rows[1][-1] == "graded"
     assert [r[0] for r in rows[1:]] == ["alice", "boom", "unreadable", "zed"]
     assert "alice/report.html" in (out / "summary.html").read_text()
 
@@ -243,6 +255,7 @@ def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
         update={
             "checks": checks,
             "score": 85.0,
+            "score_by_checks": 85.0,
             "diagnosis": [
                 Diagnosis(id="no_mask", title="No causal mask", hint="mask the scores", cites="Definition 4.1")
             ],
@@ -256,7 +269,7 @@ def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
             good.model_copy(update={"checks": [_passed(c, r.points) for c, r in rubric.checks.items()]}),
         ),
         Outcome("bad@x", "bad.py", "graded", bad, submitters=("<script>alert(1)</script>",)),
-        Outcome("bad2", "bad2.py", "crashed", bad),
+        Outcome("bad2", "bad2.py", "raised_in_some_checks", bad),
     ]
     page = render_summary(outcomes, rubric, notes=["skipped notes.txt"])
     assert page == render_summary(list(reversed(outcomes)), rubric, notes=["skipped notes.txt"])  # pure
@@ -264,7 +277,9 @@ def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
     assert "http://" not in page and "https://" not in page and "<link" not in page  # self-contained
     assert 'href="bad@x/report.html"' in page and "No causal mask" in page
     assert "Score distribution" in page and "Most common failure patterns" in page
-    assert grades_csv(outcomes, rubric).splitlines()[1].startswith("bad2,85,100,")
+    assert grades_csv(outcomes, rubric).splitlines()[1].startswith("bad2,85,100,checks,85,")
+    assert grades_csv(outcomes, rubric).splitlines()[1].endswith(",raised_in_some_checks")
+    assert "raised in some checks" in page and "crashed" not in page
 
 
 # -- a real batch ------------------------------------------------------------------------------------
@@ -363,3 +378,78 @@ def test_a_snooping_classmate_sees_nothing_of_the_other(rubric: Rubric, own_uid:
             assert "zq9mate" not in (loose / "graded" / name).read_text(), name
     finally:
         shutil.rmtree(loose)
+
+
+# -- submission statuses ---------------------------------------------------------------------------
+
+
+def _graded(rubric: Rubric, **statuses: tuple[str, str]) -> GradeResult:
+    """Every enabled check passed, but those named: check id -> (status, message)."""
+    checks = []
+    for cid, rc in rubric.checks.items():
+        if not rc.enabled:
+            continue
+        status, message = statuses.get(cid, ("passed", "ok"))
+        points = rc.points if status == "passed" else 0.0
+        checks.append(
+            _passed(cid, rc.points).model_copy(update={"status": status, "score": points, "message": message})
+        )
+    return GradeResult(
+        submission="s", seed=1, score=0.0, max_score=100.0, checks=checks, rubric=rubric.name, duration_s=1.0
+    )
+
+
+def test_submission_statuses_tell_how_the_code_raised(rubric: Rubric) -> None:
+    from grader.checks import CHECKS
+    from grader.checks._contract import NOT_IMPORTED
+
+    stopped = ("error", "Your code did not complete this check: ValueError: oops")
+    head_checks = [c for c in rubric.checks if "causal_self_attention" in CHECKS[c].needs]
+    every_call = dict.fromkeys(head_checks, stopped) | {"forbidden_api": ("passed", "judged on the source")}
+    no_import = {cid: stopped for cid in rubric.checks} | {"interface": ("failed", f"{NOT_IMPORTED} ValueError")}
+    assert submission_status(_graded(rubric)) == "graded"
+    assert submission_status(_graded(rubric, causal_mask=("failed", "leaks"))) == "graded"
+    assert submission_status(_graded(rubric, determinism=stopped)) == "raised_in_some_checks"
+    assert submission_status(_graded(rubric, **every_call)) == "raised_every_call"
+    assert submission_status(_graded(rubric, **no_import)) == "did_not_import"
+    assert submission_status(_graded(rubric, **every_call | {"performance": ("timeout", "slow")})) == "timeout"
+    assert set(SUBMISSION_STATUS_MEANING) == set(SUBMISSION_STATUSES) and "crashed" not in SUBMISSION_STATUSES
+
+
+def test_submission_statuses_of_real_heads(rubric: Rubric, pool: WorkerPool, write_head: Any) -> None:
+    """The three ways to raise, graded for real: the words come from the checks' own verdicts."""
+    reference = reference_path().read_text(encoding="utf-8")
+    heads = {
+        "did_not_import": reference + "\nraise RuntimeError('cannot be imported')\n",
+        "raised_every_call": reference
+        + "\n\ndef causal_self_attention(*args, **kwargs):\n    raise ValueError('oops')\n",
+        "raised_in_some_checks": reference.replace("def causal_self_attention(", "def _attention(", 1)
+        + (
+            "\n\ndef causal_self_attention(X, *args, **kwargs):\n"
+            "    if X.dtype == torch.float32:\n        raise ValueError('float32 is not supported')\n"
+            "    return _attention(X, *args, **kwargs)\n"
+        ),
+    }
+    for word, source in heads.items():
+        result = grader.runner.grade(write_head(source, word), rubric, pool=pool, visuals=False, parallel=False)
+        assert submission_status(result) == word, [(c.id, c.status) for c in result.checks]
+    interface = next(c for c in result.checks if c.id == "interface")
+    assert interface.status == "error"  # the head raised on float32: not an import failure
+
+
+def test_a_stored_crashed_status_is_classified_again(tmp_path: Path, fake: FakeGrade, rubric: Rubric) -> None:
+    """An older grader wrote 'crashed' in .fingerprint: the stored result is read again, nothing regraded."""
+    subs = _class(tmp_path / "subs", ["alice", "zed"])
+    out = tmp_path / "out"
+    run_batch(subs, out, rubric, pool=object())
+    stopped = ("error", "Your code did not complete this check: ValueError: oops")
+    (out / "alice" / "result.json").write_text(_graded(rubric, determinism=stopped).model_dump_json())
+    state = json.loads((out / "alice" / ".fingerprint").read_text())
+    (out / "alice" / ".fingerprint").write_text(json.dumps(state | {"status": "crashed"}))
+    fake.calls.clear()
+    report = run_batch(subs, out, rubric, pool=object())
+    assert fake.calls == [] and report.resumed == 2
+    assert {o.id: o.status for o in report.outcomes} == {"alice": "raised_in_some_checks", "zed": "graded"}
+    rows = list(csv.DictReader(io.StringIO((out / "grades.csv").read_text())))
+    assert [r["status"] for r in rows] == ["raised_in_some_checks", "graded"]
+    assert "raised in some checks" in (out / "summary.html").read_text()

@@ -17,8 +17,11 @@ from grader.checks._base import (
     same_bits,
 )
 from grader.compare import TOLERANCES, Tolerance, dtype_name, mismatch
-from grader.head import CORE, StudentFailure
+from grader.head import CORE, ImportFailure, StudentFailure
 from grader.inputs import FAMILIES, Case, Shape, make_case
+
+# The interface check's headline when the module did not import (grader.batch reads it: "did_not_import").
+NOT_IMPORTED = "Your module could not be imported, so none of its functions could be called:"
 
 
 @check(
@@ -34,6 +37,8 @@ def interface(ctx: Ctx) -> Verdict:
     for name in CORE:
         try:
             ctx.head.require(name)
+        except ImportFailure as exc:  # every other check stops on the same error
+            return failed(f"{NOT_IMPORTED} {exc.message}")
         except StudentFailure as exc:
             if exc.status == "timeout":  # the import hung: a hang, not a missing function
                 raise

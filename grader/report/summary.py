@@ -1,11 +1,12 @@
 """The class overview of a batch: one self-contained HTML page for the instructor.
 
 Score histogram, pass rate per check, the most common root causes (a crash, a change to the correct
-head, a known bug: counted once per submission, not as exact sets of failed checks), the slowest and
-the crashing submissions, and a link to every report. It reads outcomes through :class:`Graded`, so
-it never imports the batch runner (which imports it). Python computes every number and
-bar; the template (``summary.html.j2``, sharing the report's stylesheet) only lays them out, with
-autoescaping on. A pure function of the outcomes: no timestamp, so the same grades give the same page.
+head, a known bug: counted once per submission, not as exact sets of failed checks), the slowest
+submissions and those that timed out, raised or could not be read, and a link to every report. It reads
+outcomes through :class:`Graded`, so it never imports the batch runner (which imports it); the status
+words come from :mod:`grader.statuses`. Python computes every number and bar; the template
+(``summary.html.j2``, sharing the report's stylesheet) only lays them out, with autoescaping on. A pure
+function of the outcomes: no timestamp, so the same grades give the same page.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, get_args
+from typing import Protocol
 from urllib.parse import quote
 
 import jinja2
 
-from grader.models import SUBMISSION_STATUS_MEANING, CheckResult, GradeResult, SubmissionStatus
+from grader.models import CheckResult, GradeResult
 from grader.report import wording
 from grader.report.html import jinja_environment
 from grader.rubric import Rubric
+from grader.statuses import RAISED, SUBMISSION_STATUS_MEANING, SUBMISSION_STATUSES, SubmissionStatus
 
 
 class Graded(Protocol):
@@ -39,7 +41,7 @@ class Graded(Protocol):
 
 
 UNREADABLE = ("invalid", "grader_error")  # no check could run: left out of per-check statistics
-PROBLEMS = ("timeout", "crashed", "invalid", "grader_error")
+PROBLEMS = ("timeout", *RAISED, "invalid", "grader_error")
 TOP_PATTERNS = 10
 TOP_SLOWEST = 10
 EXAMPLES = 6
@@ -83,6 +85,8 @@ class Row:
     who: str
     score: str
     percent: float
+    scoring: str  # "mistakes" or "checks": how the score was counted
+    scoring_note: str  # the result's note, shown on hover
     status: str
     duration: str
     headline: str
@@ -109,6 +113,8 @@ def _row(o: Graded) -> Row:
         who=", ".join(o.submitters),
         score=f"{wording.fmt_points(r.score)} / {wording.fmt_points(r.max_score)}",
         percent=round(r.percent, 1),
+        scoring=r.scoring,
+        scoring_note=wording.scoring_line(r) or "",
         status=o.status,
         duration=f"{r.duration_s:.1f} s",
         headline=_first_problem(o),
@@ -191,9 +197,9 @@ def render_summary(outcomes: Sequence[Graded], rubric: Rubric, *, notes: Sequenc
         "mean": round(statistics.fmean(percents), 1) if percents else None,
         "median": round(statistics.median(percents), 1) if percents else None,
         "full": sum(o.result.score >= o.result.max_score > 0 for o in readable),
+        "by_mistakes": sum(o.result.scoring == "mistakes" for o in readable),
     }
-    statuses: tuple[SubmissionStatus, ...] = get_args(SubmissionStatus)
-    by_status = [(s, sum(o.status == s for o in outcomes), SUBMISSION_STATUS_MEANING[s]) for s in statuses]
+    by_status = [(s, sum(o.status == s for o in outcomes), SUBMISSION_STATUS_MEANING[s]) for s in SUBMISSION_STATUSES]
     slowest = sorted(outcomes, key=lambda o: (-o.result.duration_s, o.id))[:TOP_SLOWEST]
     return _template().render(
         rubric=rubric.name,
