@@ -40,7 +40,7 @@ def row_stochastic(ctx: Ctx) -> Verdict:
                     return failed(
                         f"Row {i} of batch element {b} sums to {float(w[b, i].double().sum()):.10g}, not 1 "
                         f"(up to {tol:g} allowed{_at(working, dtype)}); every attention row is a probability "
-                        "vector (Proposition 3.1). Normalise over the keys, after masking.",
+                        "vector (Proposition 3.1).",
                         counterexample=case.counterexample(ctx.base_seed, causal=causal),
                         heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=b),
                     )

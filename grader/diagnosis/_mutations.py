@@ -188,6 +188,15 @@ def forward(
     return out, (w.transpose(-2, -1) if proj == "weights_transposed" else w)
 
 
+def _hide(s: torch.Tensor, hidden: torch.Tensor, fit: Fit, theirs: torch.Tensor | None) -> torch.Tensor:
+    """``s`` with ``hidden`` filled by the head's constant, read off a row with nothing left: -inf leaves it
+    NaN, a finite fill (-1e9, the usual one, until such a row shows) leaves it uniform."""
+    whole = hidden.expand_as(s).all(-1)  # (B, T)
+    if "hide_fill" not in fit.values and theirs is not None and bool(whole.any()):
+        fit.values["hide_fill"] = -math.inf if bool(torch.isnan(theirs[whole]).any()) else -1e9
+    return s.masked_fill(hidden, fit.values.get("hide_fill", -1e9))
+
+
 def _mask_scores(
     s: torch.Tensor, mask_m: str | None, future: torch.Tensor, fit: Fit, theirs: torch.Tensor | None
 ) -> torch.Tensor | None:
@@ -197,17 +206,13 @@ def _mask_scores(
     if mask_m == "mask_transposed":
         return s.masked_fill(future.T, float("-inf"))  # keeps j >= i
     if mask_m == "mask_excludes_diagonal":
-        return s.masked_fill(torch.ones_like(future).triu(), -1e9)  # j >= i: row 0 has no key left
+        return _hide(s, torch.ones_like(future).triu(), fit, theirs)  # j >= i: row 0 has no key left
     if mask_m == "mask_leaks_by_one":
         return s.masked_fill(future.triu(2), float("-inf"))
     if mask_m == "mask_inverted":
         return s.masked_fill(~future, float("-inf"))  # keeps only j > i
     if mask_m == "mask_value_derived":  # "masked" wherever the lower-triangular copy is 0
-        hidden = s.tril() == 0
-        whole = hidden.all(-1)  # rows with nothing left: -inf leaves them NaN, a finite fill uniform
-        if "value_fill" not in fit.values and theirs is not None and bool(whole.any()):
-            fit.values["value_fill"] = -math.inf if bool(torch.isnan(theirs[whole]).any()) else -1e9
-        return s.masked_fill(hidden, fit.values.get("value_fill", -1e9))
+        return _hide(s, s.tril() == 0, fit, theirs)
     if mask_m in ("weak_mask_constant", "weak_mask_fill"):
         if theirs is None and "mask" not in fit.values:
             return None

@@ -107,6 +107,14 @@ OWN: dict[str, tuple[str, str, str]] = {
 }
 
 
+_DIAGONAL_INF = (
+    "Diagonal masked too (filled with -inf), so row 0 has no key left and is NaN",
+    "Your mask hides j >= i instead of j > i: a token cannot attend to itself, and the first token has no key "
+    "at all (its row is NaN). Mask exactly the strict upper triangle, j > i (Definition 4.1).",
+    "Definition 4.1",
+)
+
+
 def _catalog(cid: str) -> tuple[str, str, str] | None:
     chaff = next((c for c in known_heads("chaff") if c.id == cid), None)
     return (chaff.title, chaff.hint, chaff.cites) if chaff else None
@@ -141,6 +149,8 @@ def mutation_cause(mid: str, fitted: dict[str, float], failed: set[str]) -> Diag
     """The cause for mutation ``mid`` (constants named with their fitted value)."""
     if mid in FITTED and FITTED[mid] in fitted:
         title, hint, cites = _fitted(mid, fitted[FITTED[mid]])
+    elif mid == "mask_excludes_diagonal" and fitted.get("hide_fill") == -math.inf:
+        title, hint, cites = _DIAGONAL_INF
     else:
         title, hint, cites = OWN.get(mid) or _catalog(mid) or (mid.replace("_", " "), "", "")
     cid = mid
