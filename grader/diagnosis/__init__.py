@@ -37,6 +37,7 @@ from grader.diagnosis._known import (
 from grader.diagnosis._ladder import climb, with_mask_constant
 from grader.diagnosis._mutations import Combo, _pick
 from grader.diagnosis._naming import (
+    DTYPE_CRASH,
     LEAKY,
     SIZE_CRASH,
     cause_ids,
@@ -99,6 +100,8 @@ def diagnose(
         if fn == ATTENTION and found is not None and found[0]:
             continue
         causes += [c.model_copy(update={"explains": known_explains(c.id, failed)}) for c in _known(seen[fn], fn, ref)]
+    explained = {cid for c in causes for cid in c.explains}
+    causes += _by_dtype(head, [c for c in failing if c.id not in explained])
     return _explained(causes, failing)
 
 
@@ -341,6 +344,54 @@ def _by_size(head: Head, failing: list[CheckResult], causes: list[Diagnosis]) ->
                 continue
         kept.append(c)
     return [size_cause, *kept]
+
+
+DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+def _by_dtype(head: Head, unexplained: list[CheckResult]) -> list[Diagnosis]:
+    """One cause for the crashes that depend on the input dtype alone: the head probed at T = 5 in each
+    floating dtype raises in some and not others (a NumPy head has no bfloat16)."""
+    crashed = {c.id: name for c in unexplained if (name := _crash_name(c)) is not None}
+    if not crashed:
+        return []
+    raised: dict[torch.dtype, str] = {}
+    worked: list[torch.dtype] = []
+    for dtype in DTYPES:
+        g = torch.Generator().manual_seed(PROBE_SEED)
+        inputs = {n: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype) for n, shape in _shapes(5).items()}
+        try:
+            head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED, kwargs={"causal": {"v": True}})
+            worked.append(dtype)
+        except MissingFunction:
+            return []
+        except StudentFailure as exc:
+            if exc.status == "timeout":
+                return []
+            raised[dtype] = exc.message
+    if not raised or not worked:
+        return []
+    name = Counter(_exception(_first_line(m)) for m in raised.values()).most_common(1)[0][0]
+    explains = sorted(cid for cid, n in crashed.items() if n == name)
+    if not explains:
+        return []
+    bad, good = " and ".join(_dtype(d) for d in raised), ", ".join(_dtype(d) for d in worked)
+    first = next(iter(raised))
+    n = len(explains)
+    return [
+        Diagnosis(
+            id=DTYPE_CRASH,
+            title=f"`{ATTENTION}` raises {name} for {bad} inputs — {n} check{'s' if n != 1 else ''} could not run",
+            hint=(
+                f"Your head works for {good} inputs and raises for {bad} ({_first_line(raised[first])}). The head "
+                "takes any floating dtype: compute with torch operations in the dtype of X (Section 9.1)."
+            ),
+            cites="Section 9.1",
+            kind="crash",
+            explains=explains,
+            detail=raised[first],
+        )
+    ]
 
 
 def _shapes(T: int) -> dict[str, tuple[int, ...]]:

@@ -20,6 +20,7 @@ from grader.models import Diagnosis
 ORACLES = ("reference_match", "fused_kernel")
 CONTRACT_CAUSES = ("output_dtype", "weights_dtype", "no_autograd_graph")
 SIZE_CRASH = "fixed_size_buffer"  # a crash at some sequence lengths only: a buffer of fixed length
+DTYPE_CRASH = "unsupported_dtype"  # a crash for some input dtypes only (NumPy has no bfloat16)
 # A fitted mask constant of magnitude below this leaks at ordinary scores (float64's exp underflows only past
 # -745): it gets the "leaky" id, priced as the broken mask it is; a larger one masks exactly at ordinary scores
 # and fails only at huge scores or in low precision (the "weak" id of the search).
@@ -31,7 +32,7 @@ LEAKY = {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_
 def cause_ids() -> frozenset[str]:
     """Every id a diagnosis may name apart from whole-function crashes ("crash:..."): the rubric prices these."""
     chaffs = {c.id for c in known_heads("chaff")}
-    return frozenset({*SLOT_OF, *LEAKY.values(), *chaffs, *CONTRACT_CAUSES, SIZE_CRASH})
+    return frozenset({*SLOT_OF, *LEAKY.values(), *chaffs, *CONTRACT_CAUSES, SIZE_CRASH, DTYPE_CRASH})
 
 
 _MASK = ("causal_mask", "convex_hull", "future_perturbation", "gradient_blocks")
