@@ -51,7 +51,7 @@ class Counterexample(_Strict):
         return f"{', '.join(parts)} ({self.dtype}, seed {self.seed})"
 
 
-CauseKind = Literal["mutation", "known", "crash", "contract"]
+CauseKind = Literal["mutation", "known", "crash", "contract", "own"]
 
 
 class Diagnosis(_Strict):
@@ -65,8 +65,10 @@ class Diagnosis(_Strict):
         default="known",
         description="'mutation': one change of the correct head that, with the other causes, reproduces the head "
         "exactly; 'known': a known bug of another contract function matched on every probe; 'crash': the same "
-        "student failure stopped several checks; 'contract': a breach of the calling contract (output dtype, "
-        "no autograd graph) seen directly.",
+        "student failure stopped several checks; 'contract': a breach of the calling contract (a function not "
+        "defined, what the head returns, its dtype, no autograd graph) seen directly; 'own': the failure of a check "
+        "whose property belongs to no other check (another function's, the APIs used, the speed, the student's "
+        "tests) that no known bug matches: the check's own observation is the cause.",
     )
     explains: list[str] = Field(default_factory=list, description="Ids of the failing checks this cause explains.")
     detail: str | None = Field(default=None, description="Full text of a crash, shown once for every check it stopped.")
@@ -171,8 +173,9 @@ class GradeResult(_Strict):
     schema_version: int = Field(default=SCHEMA_VERSION, description="Version of this JSON layout.")
     submission: str = Field(description="The submission as given on the command line.")
     seed: int = Field(description="Base seed; rerun with --seed to reproduce.")
-    score: float = Field(description="Points earned (extra credit included): the larger of score_by_checks and "
-                         "the score by mistakes.")
+    score: float = Field(
+        description="Points earned (extra credit included): the larger of score_by_checks and the score by mistakes."
+    )
     max_score: float = Field(description="Points available (extra credit excluded).")
     scoring: Scoring = Field(
         default="checks",

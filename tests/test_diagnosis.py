@@ -264,3 +264,32 @@ def test_benchmark_time_per_failing_submission(head_of: Diagnose, capsys: pytest
     assert head_of(next(c for c in CHAFFS if c.id == "future_leak_via_values").source()) != []
     with capsys.disabled():
         print(f"\n[benchmark] diagnosis of a head outside the error model: {time.perf_counter() - t0:.2f} s")
+
+
+def test_missing_functions_and_a_wrong_return_are_contract_causes(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """A head alone (no Exercise functions) that returns out only: every failing check has a cause, each
+    missing function one, the wrong return one (not one per check or per message)."""
+    from grader.runner import grade
+
+    (tmp_path / "attention_head.py").write_text(
+        "import math, torch\n\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n"
+        "    s = (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / math.sqrt(W_Q.shape[1])\n"
+        "    T = X.shape[1]\n"
+        "    if causal:\n"
+        "        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float('-inf'))\n"
+        "    return torch.softmax(s, dim=-1) @ (X @ W_V)\n"
+    )
+    result = grade(tmp_path / "attention_head.py", rubric, pool=pool, visuals=False)
+    failing = [c for c in result.checks if c.status in ("failed", "error", "timeout")]
+    assert failing and all(c.causes for c in failing), [c.id for c in failing if not c.causes]
+    assert {d.id for d in result.diagnosis} == {
+        "missing:gaussian_positional_weights",
+        "missing:gaussian_positional_qk",
+        "missing:score_scale_statistics",
+        "breach:causal_self_attention",
+    }
+    assert all(d.kind == "contract" for d in result.diagnosis)
+    gradient = next(c for c in result.checks if c.id == "gradient_blocks")
+    assert "IndexError" not in gradient.message  # the worker judges what came back; it never raises itself

@@ -102,6 +102,11 @@ def diagnose(
         causes += [c.model_copy(update={"explains": known_explains(c.id, failed)}) for c in _known(seen[fn], fn, ref)]
     explained = {cid for c in causes for cid in c.explains}
     causes += _by_dtype(head, [c for c in failing if c.id not in explained])
+    causes += _missing(failing)
+    explained = {cid for c in causes for cid in c.explains}
+    causes += _breaches([c for c in failing if c.id not in explained])
+    explained = {cid for c in causes for cid in c.explains}
+    causes += _own([c for c in failing if c.id not in explained])
     return _explained(causes, failing)
 
 
@@ -197,7 +202,8 @@ def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Dia
             if slips[k]:
                 causes.append(contract_cause(cid, " and ".join(slips[k]), ["interface"]))
     graph = [s for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" in p.options and not s.error]
-    if "gradient_blocks" in failed and any("problem" in (s.shape.get("grads") or {}) for s in graph):
+    problems = [str((s.shape.get("grads") or {}).get("problem", "")) for s in graph]
+    if "gradient_blocks" in failed and any("not differentiable" in p for p in problems):
         causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
     return causes
 
@@ -407,6 +413,65 @@ def _lengths(raised: list[int], worked: list[int]) -> str:
     if min(worked) > max(raised):
         return f"for every T < {min(worked)}"
     return "at T = " + ", ".join(map(str, raised))
+
+
+MISSING = "Your submission does not define `"
+MISSING_IN_INTERFACE = "the submission defines no `"
+BREACH = "What your code returned breaks the contract: "
+# Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
+# student's own tests): when no known bug matches, the failure is its own cause, charged its own points.
+SELF_CONTAINED = (
+    "gaussian_kernel",
+    "gaussian_qk",
+    "score_scale_experiment",
+    "forbidden_api",
+    "performance",
+    "student_tests",
+    "streaming_softmax",
+    "kv_cache",
+)
+
+
+def _missing(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause per contract function the submission does not define, explaining the checks that needed it
+    (and interface, which lists it)."""
+    by_name: dict[str, list[str]] = {}
+    for c in failing:
+        for prefix in (MISSING, MISSING_IN_INTERFACE):
+            for part in c.message.split(prefix)[1:]:
+                by_name.setdefault(part.split("`", 1)[0], []).append(c.id)
+    return [
+        contract_cause(f"missing:{name}", name, sorted(set(ids)))
+        for name, ids in by_name.items()
+        if name.isidentifier()
+    ]
+
+
+def _breaches(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause for the checks that stopped on what the head returns (a single tensor instead of (out,
+    weights), a wrong shape or type), named by the most common of their messages."""
+    lines = {c.id: _first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
+    if not lines:
+        return []
+    line = Counter(lines.values()).most_common(1)[0][0]
+    return [contract_cause("breach:causal_self_attention", line.rstrip("."), list(lines))]
+
+
+def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
+    """The failures of self-contained checks that no other cause explains, each its own cause."""
+    return [
+        Diagnosis(
+            id=f"own:{c.id}",
+            title=f"{c.id} failed: {_first_line(c.message)}"[:160],
+            hint="The check's message says what it observed; no known bug matches it, so it costs this check's "
+            "own points.",
+            cites=c.cites,
+            kind="own",
+            explains=[c.id],
+        )
+        for c in unexplained
+        if c.id in SELF_CONTAINED
+    ]
 
 
 def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:

@@ -163,7 +163,15 @@ def mutation_cause(mid: str, fitted: dict[str, float], failed: set[str]) -> Diag
 
 def contract_cause(cid: str, detail: str, explains: list[str]) -> Diagnosis:
     """A breach of the calling contract (Section 9.1), seen directly rather than searched for."""
-    if cid in ("output_dtype", "weights_dtype"):
+    n = len(explains)
+    checks = f"{n} check{'s' if n != 1 else ''}"
+    if cid.startswith("missing:"):
+        title = f"`{detail}` is not defined — {checks} could not run"
+        hint = f"Define `{detail}` with the template's signature; the checks that need it will then run (Section 9.1)."
+    elif cid.startswith("breach:"):
+        title = f"What `causal_self_attention` returns breaks the contract — {checks} could not judge it"
+        hint = f"{detail}. Return the tuple (out, weights) of shapes (B, T, d_v) and (B, T, T) (Section 9.1)."
+    elif cid in ("output_dtype", "weights_dtype"):
         what = "out" if cid == "output_dtype" else "the weights"
         title = f"Returns {what} as {detail}"
         hint = (

@@ -198,10 +198,14 @@ def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> H
     wrt = [inputs[n] for n in spec["wrt"]]
     loss = None
     for idx, up_name in spec["upstream"].items():
-        y = outputs[int(idx)]
+        if int(idx) >= len(outputs):  # what the head returned is judged by the caller; no IndexError of ours
+            return {"problem": f"it returned {len(outputs)} value{'s' if len(outputs) != 1 else ''}, not {idx} + 1"}
+        y, up = outputs[int(idx)], inputs[up_name]
         if not isinstance(y, torch.Tensor) or not y.requires_grad:
             return {"problem": f"output {idx} is not differentiable (no autograd graph)"}
-        term = (y * inputs[up_name].to(y.dtype)).sum()
+        if y.shape != up.shape:
+            return {"problem": f"output {idx} has shape {tuple(y.shape)}, expected {tuple(up.shape)}"}
+        term = (y * up.to(y.dtype)).sum()
         loss = term if loss is None else loss + term
     if loss is None:
         return {"problem": "no upstream gradient given"}
