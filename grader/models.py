@@ -15,15 +15,6 @@ Visibility = Literal["visible", "after_due_date", "after_published", "hidden"]
 
 SCHEMA_VERSION = 2
 
-SubmissionStatus = Literal["graded", "timeout", "crashed", "invalid", "grader_error"]
-SUBMISSION_STATUS_MEANING: dict[SubmissionStatus, str] = {
-    "graded": "every check ran to a verdict",
-    "timeout": "at least one check ran out of time",
-    "crashed": "the code raised or its worker died in at least one check",
-    "invalid": "the submission could not be read (no attention_head.py, bad zip or notebook)",
-    "grader_error": "the grader itself failed; rerun to retry (not fingerprinted)",
-}
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")

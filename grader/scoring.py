@@ -53,8 +53,8 @@ def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping
         )
         return Tally(by_checks, "checks", by_checks, note, diagnosis)
     note = (
-        f"Counted by mistakes: {len(causes)} named cause{'s' if len(causes) != 1 else ''} explain every failing "
-        f"check, each charged once ({_pts(by_mistakes)} points; the per-check sum would be {_pts(by_checks)})."
+        f"Counted by mistakes: {len(causes)} named cause{'s explain' if len(causes) != 1 else ' explains'} every "
+        f"failing check, each charged once ({_pts(by_mistakes)} points; the per-check sum would be {_pts(by_checks)})."
     )
     charged = [d.model_copy(update={"deduction": deductions.get(d.id, 0.0)}) for d in diagnosis]
     return Tally(by_mistakes, "mistakes", by_checks, note, charged)

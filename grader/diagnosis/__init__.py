@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._known import (
     PROBE_SEED,
     PROBES,
@@ -241,7 +242,8 @@ def _exception(line: str) -> str:
 def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> list[Diagnosis]:
     """One cause per distinct student failure that stopped checks: a function that fails on every probe,
     or one message shared by several stopped checks."""
-    stopped = [c for c in failing if c.message.startswith(STOPPED)]
+    stopped = [c for c in failing if c.message.startswith((STOPPED, NOT_IMPORTED))]
+    importing = any(c.message.startswith(NOT_IMPORTED) for c in failing)
     by_error: dict[str, list[str]] = {}
     details: dict[str, str] = {}
     for fn, runs in seen.items():
@@ -259,7 +261,7 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
         explains = [c.id for c in stopped if line in c.message]
         if not explains:
             continue
-        who = f"`{fns[0]}`" if len(fns) == 1 else "Your code"
+        who = f"`{fns[0]}`" if len(fns) == 1 else "Importing your module" if importing else "Your code"
         n = len(explains)
         template = line.startswith("NotImplementedError")
         hint = (
