@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 FAILING = ("failed", "error", "timeout")
+K = TypeVar("K", int, torch.dtype)  # what a family of probes varies: the length, the dtype
 STOPPED = "Your code did not complete this check: "
 ATTENTION = "causal_self_attention"
 ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
@@ -302,26 +303,12 @@ def _by_size(head: Head, failing: list[CheckResult], causes: list[Diagnosis]) ->
     crashed = {c.id: name for c in failing if (name := _crash_name(c)) is not None}
     if not crashed:
         return causes
-    raised: dict[int, str] = {}
-    worked: list[int] = []
     g = torch.Generator().manual_seed(PROBE_SEED)
-    for T in SIZES + ((LONG,) if "performance" in crashed else ()):
-        inputs = {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in _shapes(T).items()}
-        try:
-            head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED, kwargs={"causal": {"v": True}})
-            worked.append(T)
-        except MissingFunction:
-            return causes
-        except StudentFailure as exc:
-            if exc.status == "timeout":
-                return causes
-            raised[T] = exc.message
-    if not raised or not worked:
+    lengths = SIZES + ((LONG,) if "performance" in crashed else ())
+    split = _split(head, {T: _inputs(T, torch.float64, g) for T in lengths}, crashed)
+    if split is None:
         return causes
-    name = Counter(_exception(_first_line(m)) for m in raised.values()).most_common(1)[0][0]
-    explains = sorted(cid for cid, n in crashed.items() if n == name)
-    if not explains:
-        return causes
+    raised, worked, name, explains = split
     where = _lengths(sorted(raised), worked)
     first = min(raised)
     n = len(explains)
@@ -363,26 +350,10 @@ def _by_dtype(head: Head, unexplained: list[CheckResult]) -> list[Diagnosis]:
     crashed = {c.id: name for c in unexplained if (name := _crash_name(c)) is not None}
     if not crashed:
         return []
-    raised: dict[torch.dtype, str] = {}
-    worked: list[torch.dtype] = []
-    for dtype in DTYPES:
-        g = torch.Generator().manual_seed(PROBE_SEED)
-        inputs = {n: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype) for n, shape in _shapes(5).items()}
-        try:
-            head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED, kwargs={"causal": {"v": True}})
-            worked.append(dtype)
-        except MissingFunction:
-            return []
-        except StudentFailure as exc:
-            if exc.status == "timeout":
-                return []
-            raised[dtype] = exc.message
-    if not raised or not worked:
+    split = _split(head, {d: _inputs(5, d, torch.Generator().manual_seed(PROBE_SEED)) for d in DTYPES}, crashed)
+    if split is None:
         return []
-    name = Counter(_exception(_first_line(m)) for m in raised.values()).most_common(1)[0][0]
-    explains = sorted(cid for cid, n in crashed.items() if n == name)
-    if not explains:
-        return []
+    raised, worked, name, explains = split
     bad, good = " and ".join(_dtype(d) for d in raised), ", ".join(_dtype(d) for d in worked)
     first = next(iter(raised))
     n = len(explains)
@@ -402,8 +373,34 @@ def _by_dtype(head: Head, unexplained: list[CheckResult]) -> list[Diagnosis]:
     ]
 
 
-def _shapes(T: int) -> dict[str, tuple[int, ...]]:
-    return {"X": (1, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
+def _inputs(T: int, dtype: torch.dtype, g: torch.Generator) -> dict[str, torch.Tensor]:
+    shapes = {"X": (1, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
+    return {n: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype) for n, shape in shapes.items()}
+
+
+def _split(
+    head: Head, probes: dict[K, dict[str, torch.Tensor]], crashed: dict[str, str]
+) -> tuple[dict[K, str], list[K], str, list[str]] | None:
+    """The head on each probe: where it raised (with the message), where it worked, the exception raised most
+    often, and the crashed checks that exception explains; None unless it both raised and worked (or when it
+    hung or lacks the function)."""
+    raised: dict[K, str] = {}
+    worked: list[K] = []
+    for key, inputs in probes.items():
+        try:
+            head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED, kwargs={"causal": {"v": True}})
+            worked.append(key)
+        except MissingFunction:
+            return None
+        except StudentFailure as exc:
+            if exc.status == "timeout":
+                return None
+            raised[key] = exc.message
+    if not raised or not worked:
+        return None
+    name = Counter(_exception(_first_line(m)) for m in raised.values()).most_common(1)[0][0]
+    explains = sorted(cid for cid, n in crashed.items() if n == name)
+    return (raised, worked, name, explains) if explains else None
 
 
 def _lengths(raised: list[int], worked: list[int]) -> str:
