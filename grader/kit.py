@@ -66,20 +66,29 @@ def write_snapshots(path: Path, rubric: Rubric, oracle: Oracle) -> None:
 
 
 def kit_rubric(text: str) -> str:
-    """The rubric's text without its hidden checks (their tables are cut out; comments elsewhere stay)."""
+    """The rubric's text without its hidden checks (their tables are cut out; comments elsewhere stay) and
+    without the prices of the bug library's causes (the kit has no library: it cannot name them, and their
+    names would list the bugs the students' own tests are graded on)."""
+    from grader.diagnosis import model_cause_ids
+
     data = tomllib.loads(text)
     hidden = {cid for cid, entry in data.get("checks", {}).items() if entry.get("visibility") == "hidden"}
+    library = set(data.get("mistakes", {})) - model_cause_ids()
     out: list[str] = []
-    keep = True
+    keep, section = True, ""
     for line in text.splitlines(keepends=True):
         header = re.match(r"\s*\[\s*checks\.([A-Za-z0-9_]+)\s*\]", line)
         if header or re.match(r"\s*\[", line):
             keep = not (header and header.group(1) in hidden)
-        if keep:
+            section = line.strip()
+        price = re.match(r"\s*([A-Za-z0-9_]+)\s*=", line)
+        if keep and not (section == "[mistakes]" and price and price.group(1) in library):
             out.append(line)
     result = "".join(out)
-    left = set(tomllib.loads(result).get("checks", {}))
+    parsed = tomllib.loads(result)
+    left = set(parsed.get("checks", {}))
     assert not left & hidden, f"hidden checks left in the kit's rubric: {sorted(left & hidden)}"
+    assert not set(parsed.get("mistakes", {})) & library, "library causes left in the kit's rubric"
     return result
 
 

@@ -95,6 +95,18 @@ def test_the_kits_rubric_has_no_hidden_checks(tmp_path: Path) -> None:
     assert kit_rubric(cut) == cut  # nothing hidden: unchanged
 
 
+def test_the_kits_rubric_prices_only_what_the_kit_can_name() -> None:
+    """The kit has no bug library: its rubric keeps the error model's prices and drops the library's (whose
+    names and comments would list the bugs the students' tests are graded on); the installed kit loads it."""
+    from grader.diagnosis import model_cause_ids
+
+    text = (reference_path().parents[1] / "rubrics" / "step4.toml").read_text(encoding="utf-8")
+    prices = tomllib.loads(kit_rubric(text))["mistakes"]
+    assert set(prices) == set(tomllib.loads(text)["mistakes"]) & model_cause_ids()
+    chaffs_only = {c.id for c in known_heads("chaff")} - model_cause_ids()
+    assert chaffs_only and not any(cid in kit_rubric(text) for cid in chaffs_only)
+
+
 def test_the_kit_gives_a_correct_head_full_marks(kit: SnapshotOracle, rubric: Rubric, pool: WorkerPool) -> None:
     result = grade(reference_path().parent, rubric, pool=pool, oracle=kit)
     counted = [c for c in result.checks if c.max_score > 0 and not c.extra_credit]

@@ -45,6 +45,7 @@ from grader.diagnosis._naming import (
     contract_cause,
     known_cause,
     known_explains,
+    model_cause_ids,
     mutation_cause,
 )
 from grader.diagnosis._replay import REPLAYABLE, responsible
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Seen",
     "cause_ids",
+    "model_cause_ids",
     "attach_causes",
     "count_causes",
     "count_diagnoses",

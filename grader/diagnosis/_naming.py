@@ -28,11 +28,17 @@ ORDINARY_SCORES = 1e3
 LEAKY = {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_constant"}
 
 
+def model_cause_ids() -> frozenset[str]:
+    """The ids the diagnosis names without the bug library (the student kit's): the error model's mutations,
+    the contract breaches and the crashes that depend on the input."""
+    return frozenset({*SLOT_OF, *LEAKY.values(), *CONTRACT_CAUSES, SIZE_CRASH, DTYPE_CRASH})
+
+
 @cache
 def cause_ids() -> frozenset[str]:
-    """Every id a diagnosis may name apart from whole-function crashes ("crash:..."): the rubric prices these."""
-    chaffs = {c.id for c in known_heads("chaff")}
-    return frozenset({*SLOT_OF, *LEAKY.values(), *chaffs, *CONTRACT_CAUSES, SIZE_CRASH, DTYPE_CRASH})
+    """Every id a diagnosis may name apart from per-function ones ("crash:...", "missing:...", "breach:...",
+    "own:..."): the rubric prices these. The library's chaffs count only where the library is installed."""
+    return model_cause_ids() | {c.id for c in known_heads("chaff")}
 
 
 _MASK = ("causal_mask", "convex_hull", "future_perturbation", "gradient_blocks")
