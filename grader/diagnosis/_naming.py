@@ -25,6 +25,7 @@ DTYPE_CRASH = "unsupported_dtype"  # a crash for some input dtypes only (NumPy h
 # -745): it gets the "leaky" id, priced as the broken mask it is; a larger one masks exactly at ordinary scores
 # and fails only at huge scores or in low precision (the "weak" id of the search).
 ORDINARY_SCORES = 1e3
+FLOAT16_MAX, FLOAT32_MAX = 65504.0, 3.4028234663852886e38
 LEAKY = {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_constant"}
 
 
@@ -143,11 +144,18 @@ def _fitted(mid: str, value: float) -> tuple[str, str, str]:
     how = "added to" if mid == "weak_mask_constant" else "written into"
     constant = f"{value:.6g}" if abs(value) >= 1e-6 else "a constant near 0"
     named = f"the constant {constant}" if abs(value) >= 1e-6 else constant
+    if abs(value) < ORDINARY_SCORES:
+        why = "That is not negative enough to zero the future at ordinary scores (or not negative at all)."
+    else:
+        limits = [f"scores of size {abs(value):.3g} and beyond outweigh it"]
+        if abs(value) > FLOAT16_MAX:
+            kind = "float32 and bfloat16" if abs(value) > FLOAT32_MAX else "float16"
+            limits.append(f"it does not fit in {kind} (filling such a tensor with it raises, or it rounds to -inf)")
+        why = f"It masks exactly at ordinary scores, but {' and '.join(limits)}."
     return (
         f"Future scores masked with {constant} ({how} the scores) instead of -inf",
-        f"Your mask uses {named}, {how} the future scores. That is not negative enough for "
-        "scores of every size (or not negative at all), so future keys get weight. Use masked_fill with "
-        "-inf (or torch.finfo(dtype).min) before the softmax (Definition 4.1, Implementation aside 4.4).",
+        f"Your mask uses {named}, {how} the future scores. {why} Use masked_fill with -inf (or "
+        "torch.finfo(scores.dtype).min) before the softmax (Definition 4.1, Implementation aside 4.4).",
         "Implementation aside 4.4",
     )
 
