@@ -31,6 +31,9 @@ CORE = (
 EXTENSIONS = ("streaming_attention", "KVCache", "cached_attention_step")
 
 
+UNDEFINED = "the submission defines no `"  # MissingFunction's message, before the name
+
+
 class StudentFailure(Exception):
     """Student code did not produce a usable answer; carries the verdict status and message."""
 
@@ -51,7 +54,7 @@ class MissingFunction(StudentFailure):
     """``name`` is absent; ``package``: it was left out because it needs that package, which the grader lacks."""
 
     def __init__(self, name: str, optional: bool, package: str | None = None) -> None:
-        message = f"the submission defines no `{name}`"
+        message = f"{UNDEFINED}{name}`"
         if package is not None:
             message = f"`{name}` uses {package}, which the grader does not install; {advice(package)}"
         super().__init__("error", message)

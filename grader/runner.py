@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
+from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
 from grader.checks._exercises import stats_seed
 from grader.diagnosis import attach_causes, diagnose
 from grader.head import Head, MissingFunction, StudentFailure
@@ -319,12 +320,10 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
         elif exc.optional:
             verdict = Verdict("skipped", f"Optional: your submission does not define `{exc.name}`; not graded.")
         else:
-            verdict = Verdict("failed", f"Your submission does not define `{exc.name}`, which this check needs.")
+            verdict = Verdict("failed", f"{NOT_DEFINED}{exc.name}`, which this check needs.")
     except StudentFailure as exc:
-        if exc.status == "failed":  # it ran, but what came back breaks the contract
-            text = f"What your code returned breaks the contract: {exc.message}."
-        else:
-            text = f"Your code did not complete this check: {exc.message}"
+        # "failed": it ran, but what came back breaks the contract
+        text = f"{BREACH}{exc.message}." if exc.status == "failed" else f"{STOPPED}{exc.message}"
         verdict = Verdict(exc.status, text)
     except Exception as exc:  # a bug in the grader: still a verdict, never a crash of the run
         tb = traceback.format_exception(exc)[-3:]

@@ -22,6 +22,13 @@ from grader.oracle import Oracle
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
 
+# How a verdict says the student's code stopped it (the runner and by_case write these; the diagnosis reads
+# them to group checks by cause).
+STOPPED = "Your code did not complete this check: "
+CASE_STOPPED = "Your code did not complete this case: "
+BREACH = "What your code returned breaks the contract: "
+NOT_DEFINED = "Your submission does not define `"
+
 PRECISION_SHAPE = Shape(2, 4, 5, 3, 4)  # T = 4: small, so a head that hangs on long inputs answers it
 _NARROW_FIRST = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -207,7 +214,7 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
         raise failures[0]
     n_ok = len(outcomes) - len(bad)
     first = bad[0]
-    text = first.problem if first.failure is None else f"Your code did not complete this case: {first.failure.message}"
+    text = first.problem if first.failure is None else f"{CASE_STOPPED}{first.failure.message}"
     failing = ", ".join(o.label for o in bad[:6]) + (", ..." if len(bad) > 6 else "")
     credit = " (partial credit)" if n_ok else ""
     return failed(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
+from grader.checks._base import BREACH, CASE_STOPPED, NOT_DEFINED, STOPPED
 from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._known import (
     PROBE_SEED,
@@ -50,7 +51,7 @@ from grader.diagnosis._naming import (
 )
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
-from grader.head import Head, MissingFunction, StudentFailure
+from grader.head import UNDEFINED, Head, MissingFunction, StudentFailure
 from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis, GradeResult
 
@@ -73,7 +74,6 @@ __all__ = [
 
 FAILING = ("failed", "error", "timeout")
 K = TypeVar("K", int, torch.dtype)  # what a family of probes varies: the length, the dtype
-STOPPED = "Your code did not complete this check: "
 ATTENTION = "causal_self_attention"
 ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
 CONTRACT_SHAPES = {"X": (2, 5, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
@@ -288,7 +288,6 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
 
 SIZES = (1, 2, 3, 4, 5, 8, 16, 32, 64, 127, 128, 129, 255, 256, 257, 512)
 LONG = 1024  # the performance check's length: probed only when that check crashed
-CASE_STOPPED = "Your code did not complete this case: "
 
 
 def _crash_name(check: CheckResult) -> str | None:
@@ -416,9 +415,6 @@ def _lengths(raised: list[int], worked: list[int]) -> str:
     return "at T = " + ", ".join(map(str, raised))
 
 
-MISSING = "Your submission does not define `"
-MISSING_IN_INTERFACE = "the submission defines no `"
-BREACH = "What your code returned breaks the contract: "
 # Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
 # student's own tests): when no known bug matches, the failure is its own cause, charged its own points.
 SELF_CONTAINED = (
@@ -438,7 +434,7 @@ def _missing(failing: list[CheckResult]) -> list[Diagnosis]:
     (and interface, which lists it)."""
     by_name: dict[str, list[str]] = {}
     for c in failing:
-        for prefix in (MISSING, MISSING_IN_INTERFACE):
+        for prefix in (NOT_DEFINED, UNDEFINED):
             for part in c.message.split(prefix)[1:]:
                 by_name.setdefault(part.split("`", 1)[0], []).append(c.id)
     return [
