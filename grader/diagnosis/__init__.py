@@ -104,14 +104,17 @@ def diagnose(
         if fn == ATTENTION and found is not None and found[0]:
             continue
         causes += [c.model_copy(update={"explains": known_explains(c.id, failed)}) for c in _known(seen[fn], fn, ref)]
-    explained = {cid for c in causes for cid in c.explains}
-    causes += _by_dtype(head, [c for c in failing if c.id not in explained])
+    causes += _by_dtype(head, _left(failing, causes))
     causes += _missing(failing)
-    explained = {cid for c in causes for cid in c.explains}
-    causes += _breaches([c for c in failing if c.id not in explained])
-    explained = {cid for c in causes for cid in c.explains}
-    causes += _own([c for c in failing if c.id not in explained])
+    causes += _breaches(_left(failing, causes))
+    causes += _own(_left(failing, causes))
     return _explained(causes, failing)
+
+
+def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
+    """The failing checks no cause explains yet (the direct causes below are sought only for those)."""
+    explained = {cid for c in causes for cid in c.explains}
+    return [c for c in failing if c.id not in explained]
 
 
 def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> None:
@@ -142,8 +145,8 @@ def _changes(
     found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
     if found is None or "numerical_stability" not in failed or _pick(found[0], "mask") is not None:
         return found
-    rungs = climb(lambda probe: _ask(head, probe), *found)
-    return with_mask_constant(rungs, probes, theirs, *found) or found
+    ladder = climb(lambda probe: _ask(head, probe), *found)
+    return with_mask_constant(ladder, probes, theirs, *found) or found
 
 
 def _ask(head: Head, probe: Probe) -> Seen | None:

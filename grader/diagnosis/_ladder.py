@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
 from grader.compare import Tolerance
-from grader.diagnosis._known import MATCH, Probe, Seen, _close
-from grader.diagnosis._mutations import SLOT_OF, SLOTS, Combo, Fit, _pick, forward, named_scales
+from grader.diagnosis._known import MATCH, Probe, Seen
+from grader.diagnosis._mutations import SLOT_OF, SLOTS, Combo, _pick, named_scales
+from grader.diagnosis._search import matches
 
 LEVELS = 2048
 RUNGS = 7
@@ -52,46 +54,50 @@ def _scale(combo: Combo, fitted: dict[str, float]) -> float | None:
     return named_scales(3, 2, 1)[which or "right"]
 
 
-def climb(ask: Callable[[Probe], Seen | None], combo: Combo, fitted: dict[str, float]) -> list[tuple[Probe, Seen]]:
-    """The ladder's rungs as the head answered them, ending at the first rung that fixes its mask constant;
-    [] when the head masks exactly up to :data:`TOP`, leaks at the lowest level, or is not monotone."""
+@dataclass
+class Climb:
+    """The ladder's rungs as the head answered them; ``lo``, ``hi``: the last level of the last rung that
+    masked and the next one (the bracket of the head's constant)."""
+
+    rungs: list[tuple[Probe, Seen]] = field(default_factory=list)
+    lo: float | None = None
+    hi: float | None = None
+
+
+def climb(ask: Callable[[Probe], Seen | None], combo: Combo, fitted: dict[str, float]) -> Climb:
+    """The ladder's rungs, ending at the first rung that fixes the head's mask constant; no rungs when the
+    head masks exactly up to :data:`TOP`, leaks at the lowest level, or is not monotone."""
     scale = _scale(combo, fitted)
     if scale is None or not math.isfinite(scale) or scale <= 0:
-        return []
-    levels = 10 ** (torch.arange(0, 4 * 300 + 1, dtype=torch.float64) / 4)  # 1 .. 1e300
-    rungs: list[tuple[Probe, Seen]] = []
+        return Climb()
+    levels = 10 ** (torch.arange(0, 4 * round(math.log10(TOP)) + 1, dtype=torch.float64) / 4)  # 1 .. TOP
+    found = Climb()
     for _ in range(RUNGS):
         probe = ladder_probe(levels, scale)
         seen = ask(probe)
         if seen is None or seen.error or "r1" not in seen.values or seen.values["r1"].shape != (len(levels), 3, 3):
-            return []
-        rungs.append((probe, seen))
+            return Climb()
+        found.rungs.append((probe, seen))
         allowed = seen.values["r1"][:, 0, 0].double()  # the first query's weight on its only allowed key
         if not bool(torch.isfinite(allowed).all()):
-            return []
+            return Climb()
         masked, leaked = allowed == 1, allowed == 0
-        if bool((~masked & ~leaked).any()):
-            return rungs  # a level in the window
         k = int((~masked).long().argmax()) if not bool(masked.all()) else len(levels)
+        if bool((~masked & ~leaked).any()):  # a level in the window: it fixes the constant
+            found.lo, found.hi = (float(levels[k - 1]), float(levels[k])) if k > 0 else (None, None)
+            return found
         if k == len(levels) or k == 0 or not bool(leaked[k:].all()):
-            return [] if len(rungs) == 1 else rungs  # -inf-like, leaky everywhere, or not monotone
-        lo, hi = float(levels[k - 1]), float(levels[k])
-        if hi - lo <= 1e-12 * hi:
-            return rungs
-        levels = torch.linspace(lo, hi, LEVELS + 2, dtype=torch.float64)[1:-1]
-    return rungs
+            # -inf-like, leaky everywhere, or not monotone; past the first rung, the bracket of the last one
+            return found if len(found.rungs) > 1 else Climb()
+        found.lo, found.hi = float(levels[k - 1]), float(levels[k])
+        if found.hi - found.lo <= 1e-12 * found.hi:
+            return found
+        levels = torch.linspace(found.lo, found.hi, LEVELS + 2, dtype=torch.float64)[1:-1]
+    return found
 
 
-def _bracket(rungs: Sequence[tuple[Probe, Seen]]) -> float | None:
-    """The roundest |m| between the last masking and the first leaking level of the last rung."""
-    probe, seen = rungs[-1]
-    allowed = seen.values["r1"][:, 0, 0].double()
-    scale = -1.0 / float(probe.tensors["X"][0, 2, 1])  # the third token holds -1/c
-    levels = -probe.tensors["X"][:, 0, 1] * scale
-    k = int((allowed != 1).long().argmax())
-    if k == 0:
-        return None
-    lo, hi = float(levels[k - 1]), float(levels[k])
+def _roundest(lo: float, hi: float) -> float:
+    """The number of fewest significant digits in [lo, hi] (a student writes 1e9, not 1.0000003e9)."""
     for digits in range(1, 17):
         x = float(f"{(lo + hi) / 2:.{digits - 1}e}")
         if lo <= x <= hi:
@@ -100,45 +106,20 @@ def _bracket(rungs: Sequence[tuple[Probe, Seen]]) -> float | None:
 
 
 def with_mask_constant(
-    rungs: Sequence[tuple[Probe, Seen]],
-    probes: Sequence[Probe],
-    theirs: Sequence[Seen],
-    combo: Combo,
-    fitted: dict[str, float],
+    ladder: Climb, probes: Sequence[Probe], theirs: Sequence[Seen], combo: Combo, fitted: dict[str, float]
 ) -> tuple[Combo, dict[str, float]] | None:
     """``combo`` with its mask replaced by a finite constant, filled or added, that reproduces the head on
     the ladder (within :data:`LADDER`) and on the search's probes (exactly); None when neither form does."""
-    if not rungs or _pick(combo, "mask") is not None or _pick(combo, "randomness") is not None:
+    if not ladder.rungs or _pick(combo, "mask") is not None or _pick(combo, "randomness") is not None:
         return None
-    guess = _bracket(rungs)
+    presets: list[dict[str, float]] = [{}]
+    if ladder.lo is not None and ladder.hi is not None:
+        presets.append({"mask": -_roundest(ladder.lo, ladder.hi)})
+    rungs = ladder.rungs[::-1]  # the last rung first: it is the one that fixes the constant when it is not preset
     for form in FORMS:
-        grown = tuple(sorted((*combo, form), key=_slot_order))
-        for preset in ({}, {"mask": -guess} if guess is not None else None):
-            if preset is None:
-                continue
-            fit = Fit({**fitted, **preset})
-            # the last rung first: it is the one that fixes the constant when it is not preset
-            if (
-                _reproduces(grown, fit, rungs[::-1], LADDER)
-                and "mask" in fit.values
-                and _reproduces(grown, fit, list(zip(probes, theirs, strict=True)), MATCH)
-            ):
+        grown = tuple(sorted((*combo, form), key=lambda m: SLOTS.index(SLOT_OF[m])))
+        for preset in presets:
+            fit = matches(grown, [p for p, _ in rungs], [s for _, s in rungs], {**fitted, **preset}, LADDER)
+            if fit is not None and (fit := matches(grown, probes, theirs, fit.values, MATCH)) is not None:
                 return grown, fit.values
     return None
-
-
-def _reproduces(combo: Combo, fit: Fit, pairs: Sequence[tuple[Probe, Seen]], tol: Tolerance) -> bool:
-    for probe, seen in pairs:
-        t = probe.tensors
-        causal = bool(probe.options["kwargs"]["causal"]["v"])
-        theirs = seen.values["r1"].double()
-        got = forward(t["X"], t["W_Q"], t["W_K"], t["W_V"], causal, combo, fit, theirs)
-        if got is None:
-            return False
-        if not all(_close(ours, seen.values[k].double(), tol) for ours, k in zip(got, ("r0", "r1"), strict=True)):
-            return False
-    return True
-
-
-def _slot_order(mutation: str) -> int:
-    return SLOTS.index(SLOT_OF[mutation])

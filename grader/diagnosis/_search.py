@@ -36,12 +36,16 @@ def combos(allowed: dict[str, list[str]], size: int) -> Iterator[Combo]:
 
 
 def matches(
-    combo: Combo, probes: Sequence[Probe], theirs: Sequence[Seen], fitted: dict[str, float] | None = None
+    combo: Combo,
+    probes: Sequence[Probe],
+    theirs: Sequence[Seen],
+    fitted: dict[str, float] | None = None,
+    tol: Tolerance | None = None,
 ) -> Fit | None:
     """The fitted constants when the mutated reference reproduces the head on every probe, else None
-    (``fitted``: constants already known, held fixed)."""
+    (``fitted``: constants already known, held fixed; ``tol``: the search's own by default)."""
     fit = Fit(dict(fitted or {}))
-    tol = FLOAT32 if "softmax_in_float32" in combo else MATCH
+    tol = tol or (FLOAT32 if "softmax_in_float32" in combo else MATCH)
     for probe, seen in zip(probes, theirs, strict=True):
         t = probe.tensors
         causal = bool(probe.options["kwargs"]["causal"]["v"])
