@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from grader.checks import CHECKS, Ctx
 from grader.diagnosis._mutations import Combo, Fit, forward
 from grader.head import Head, HeadCall, StudentFailure
@@ -69,15 +67,12 @@ def replay(check_id: str, model: ModelHead, ref: Oracle, rubric: Rubric, seed: i
     if check_id not in REPLAYABLE:
         return None
     ctx = Ctx(model, ref, rubric, seed, check_id, source="")
-    threads = torch.get_num_threads()
     try:
         return CHECKS[check_id].fn(ctx).status
     except StudentFailure as exc:
         return exc.status
     except Exception:  # Unreplayable, or a request the model does not serve
         return None
-    finally:
-        torch.set_num_threads(threads)
 
 
 def responsible(
