@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["passed", "failed", "error", "timeout", "skipped"]
 Scoring = Literal["mistakes", "checks"]
+FAILING: frozenset[Status] = frozenset({"failed", "error", "timeout"})  # a check that did not pass nor was skipped
 Visibility = Literal["visible", "after_due_date", "after_published", "hidden"]
 
 SCHEMA_VERSION = 2

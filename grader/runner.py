@@ -21,7 +21,7 @@ from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
 from grader.checks._exercises import stats_seed
 from grader.diagnosis import attach_causes, diagnose
 from grader.head import Head, MissingFunction, StudentFailure
-from grader.models import CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -343,7 +343,7 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, 
         fraction = 0.0 if v.fraction is None else v.fraction
     message = v.message
     reproduce = None
-    if v.status in ("failed", "error", "timeout"):
+    if v.status in FAILING:
         if v.counterexample is not None:
             message += f"\nSmallest failing input: {v.counterexample.describe()}"
         reproduce = reproduce_command(label, spec.id, ctx.base_seed)

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from grader.models import CheckResult, Diagnosis, Scoring
-
-FAILING = ("failed", "error", "timeout")
+from grader.models import FAILING, CheckResult, Diagnosis, Scoring
 
 
 @dataclass(frozen=True)

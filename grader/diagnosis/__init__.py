@@ -53,7 +53,7 @@ from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
 from grader.head import UNDEFINED, Head, MissingFunction, StudentFailure
 from grader.library import known_heads
-from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
 
 if TYPE_CHECKING:
     from grader.oracle import Oracle
@@ -72,7 +72,6 @@ __all__ = [
     "warm_diagnosis",
 ]
 
-FAILING = ("failed", "error", "timeout")
 K = TypeVar("K", int, torch.dtype)  # what a family of probes varies: the length, the dtype
 ATTENTION = "causal_self_attention"
 ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]

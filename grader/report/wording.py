@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from grader.models import CheckResult, Diagnosis, GradeResult, Status
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, Status
 
 STATUS_LABEL: dict[Status, str] = {
     "passed": "PASSED",
@@ -41,7 +41,6 @@ WITHHELD: dict[str, str] = {
     "after_published": "details are shown when grades are published",
 }
 
-PROBLEM_STATUSES: frozenset[Status] = frozenset({"failed", "error", "timeout"})
 
 _CX_PREFIX = "Smallest failing input: "
 _REPRODUCE_PREFIX = "Reproduce: "
@@ -56,7 +55,7 @@ _COMPARISON = re.compile(
 
 def is_problem(check: CheckResult) -> bool:
     """Failed, errored or timed out: the checks that get a detailed explanation."""
-    return check.status in PROBLEM_STATUSES
+    return check.status in FAILING
 
 
 def is_withheld(check: CheckResult, *, show_hidden: bool = False) -> bool:
