@@ -75,7 +75,6 @@ __all__ = [
 K = TypeVar("K", int, torch.dtype)  # what a family of probes varies: the length, the dtype
 ATTENTION = "causal_self_attention"
 ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
-CONTRACT_SHAPES = {"X": (2, 5, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
 
 
 def diagnose(
@@ -195,8 +194,7 @@ def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Dia
     if "interface" in failed:
         slips: dict[str, list[str]] = {"r0": [], "r1": []}
         for dtype in (torch.float32, torch.float64):
-            g = torch.Generator().manual_seed(PROBE_SEED)
-            inputs = {n: torch.randn(*shape, generator=g, dtype=dtype) for n, shape in CONTRACT_SHAPES.items()}
+            inputs = _inputs(5, dtype, torch.Generator().manual_seed(PROBE_SEED), B=2)
             try:
                 _, tensors = head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED)
             except StudentFailure:
@@ -376,8 +374,9 @@ def _by_dtype(head: Head, unexplained: list[CheckResult]) -> list[Diagnosis]:
     ]
 
 
-def _inputs(T: int, dtype: torch.dtype, g: torch.Generator) -> dict[str, torch.Tensor]:
-    shapes = {"X": (1, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
+def _inputs(T: int, dtype: torch.dtype, g: torch.Generator, B: int = 1) -> dict[str, torch.Tensor]:
+    """A small random input of the head (d = 4, d_k = 3, d_v = 2) in ``dtype``, drawn in float64."""
+    shapes = {"X": (B, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
     return {n: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype) for n, shape in shapes.items()}
 
 
