@@ -252,14 +252,16 @@ class _Sidecar:
             self.again = [cid for cid in self._taken if cid not in self.done]
             traceback.print_exc()
         finally:
-            with contextlib.suppress(Exception):
-                self._sandbox.close()  # its worker only; its CPU goes back to the head's checks
             self._finished = time.monotonic()
+            # Its worker computes nothing more: a timed check waiting for that may start while it is
+            # stopped (~15 ms to kill and reap), as it already runs beside ``then``.
             self._checks_done.set()
+            with contextlib.suppress(Exception):
+                self._sandbox.close()  # its worker only
             self._then()
 
     def wait_for_checks(self) -> None:
-        """Until the sidecar's checks are done and its worker is gone (``then`` may still run)."""
+        """Until the sidecar's checks are done (its worker may still be stopping, ``then`` still run)."""
         self._checks_done.wait()
 
     def join(self) -> None:
