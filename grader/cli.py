@@ -99,7 +99,7 @@ def _grade(args: argparse.Namespace) -> int:
     # so its torch import overlaps everything this process imports (pydantic, rich, the checks, torch).
     uid_base = _uid_base(args.rubric)
     with WorkerPool(2, uid_base=uid_base, lazy=True) as pool:
-        pool.prestart(1)
+        pool.prestart(1, tests=args.watch)  # a watch's grades take the two slots in turn
         from grader.rubric import RubricError, load_rubric, validate_check_ids
         from grader.submission import SubmissionError
 

@@ -422,9 +422,10 @@ _OPS["time_head"] = op_time_head
 JUNIT_CAP = 1 << 20  # bytes of JUnit XML shipped back; the grader rejects anything longer
 
 
-def _preload_pytest() -> None:
-    """The warm zygote imports this module: importing pytest and its built-in plugins here (~0.3 s,
-    once) saves that time in every worker that runs a student's tests."""
+def preload_pytest() -> None:
+    """Import pytest and its built-in plugins (~0.3 s). A zygote whose workers may run a student's tests
+    calls this once, which saves that time in every such worker; nothing else imports pytest early (a
+    fresh interpreter per worker, on macOS, would pay it for every worker, tests or not)."""
     try:
         import _pytest.config
 
@@ -432,10 +433,6 @@ def _preload_pytest() -> None:
             importlib.import_module(f"_pytest.{name}")
     except ImportError:  # a grader without pytest still grades heads
         pass
-
-
-if __name__ == "_ops":  # in the zygote (the grader imports this module as grader.sandbox._ops)
-    _preload_pytest()
 
 
 def op_seeded_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:

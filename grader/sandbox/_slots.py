@@ -29,6 +29,7 @@ from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, proces
 from grader.sandbox._uids import UidLease
 
 ENTRY = Path(__file__).with_name("_zygote.py")
+NO_TESTS = "--no-tests"  # _zygote.py's flag: its workers never run a student's tests, so no pytest import
 STARTUP_S = 180.0  # importing torch on a loaded half-vCPU container; not charged to the student
 CONTROL_S = 30.0
 
@@ -118,6 +119,7 @@ class ZygoteSlot:
     lease: UidLease | None
     uid: int | None = field(init=False, default=None)
     eager: bool = True  # start the zygote now (in parallel with others), or on first use
+    tests: bool = True  # its workers may run a student's tests: the zygote imports pytest for them
     _proc: subprocess.Popen[bytes] | None = None
     _ctl: socket.socket | None = None
     _info: dict[str, Any] = field(default_factory=dict)
@@ -135,9 +137,10 @@ class ZygoteSlot:
     def start(self) -> None:
         """Start the zygote without waiting for it (torch imports in parallel across slots)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        flags = [] if self.tests else [NO_TESTS]
         with theirs:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", str(ENTRY), "--zygote", str(theirs.fileno())],
+                [sys.executable, "-I", str(ENTRY), "--zygote", str(theirs.fileno()), *flags],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """Entry point of the sandbox's helper processes; never imports ``grader``.
 
-    python -I _zygote.py --zygote CTL_FD            warm zygote: forks workers on request (Linux)
+    python -I _zygote.py --zygote CTL_FD [--no-tests]   warm zygote: forks workers on request (Linux)
     python -I _zygote.py --worker CHAN_FD CONFIG    one fresh worker (macOS, STEP4_NO_FORK=1)
 
 The zygote imports torch once with one thread, warms it up, and then forks one worker per request
@@ -31,6 +31,7 @@ _CHILD_MODULES = frozenset({"_child", "_filesystem", "_framing", "_harden", "_se
 _CHANNEL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
+NO_TESTS = "--no-tests"  # its workers never run a student's tests: no pytest import (grader/sandbox/_slots.py)
 _MAX_EXITS = 256
 
 
@@ -132,8 +133,9 @@ def _load_ops(path: str | None) -> Any:
 # the zygote
 
 
-def _warm_up() -> int:
-    """Import torch with one thread and run the kinds of ops workers run; returns the thread count."""
+def _warm_up(tests: bool) -> int:
+    """Import torch with one thread and run the kinds of ops workers run (``tests``: and pytest, for
+    the workers that run a student's tests); returns the thread count."""
     import torch
 
     # before any op: forking after OpenMP started its pool makes parallel ops in the child hang
@@ -156,6 +158,8 @@ def _warm_up() -> int:
             __import__(name)
     with contextlib.suppress(Exception):
         _warm_request_path(torch)
+    if tests and "_ops" in sys.modules:
+        sys.modules["_ops"].preload_pytest()
     return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
 
 
@@ -332,8 +336,8 @@ def _descendants(root: int) -> list[tuple[int, str]]:
     return found
 
 
-def _zygote_main(ctl_fd: int) -> None:
-    threads = _warm_up()
+def _zygote_main(ctl_fd: int, tests: bool) -> None:
+    threads = _warm_up(tests)
     libc = ctypes.CDLL(None, use_errno=True)
     subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0)) == 0
     ctl = socket.socket(fileno=ctl_fd)
@@ -343,14 +347,14 @@ def _zygote_main(ctl_fd: int) -> None:
 def main(argv: list[str]) -> None:
     sys.meta_path.insert(0, _Bootstrap())
     if argv[1] == "--zygote":
-        _zygote_main(int(argv[2]))
+        _zygote_main(int(argv[2]), tests=NO_TESTS not in argv[3:])
         return
     if argv[1] == "--worker":
         import torch
 
         torch.set_num_threads(1)
         worker_main(int(argv[2]), None, json.loads(argv[3]), "fresh interpreter")
-    raise SystemExit(f"usage: {argv[0]} --zygote CTL_FD | --worker CHAN_FD CONFIG")
+    raise SystemExit(f"usage: {argv[0]} --zygote CTL_FD [{NO_TESTS}] | --worker CHAN_FD CONFIG")
 
 
 if __name__ == "__main__":
