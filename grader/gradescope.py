@@ -245,7 +245,7 @@ def _grade(submission: Path, rubric_path: Path | None, memory_mb: int | None, ou
         with WorkerPool(
             2, uid_base=rubric.limits.sandbox_uid_base, lazy=True, secret_paths=secrets, guarded_paths=[root]
         ) as pool:
-            pool.prestart(1)
+            pool.prestart(1, tests=False)  # the head holds this slot throughout
             result = grade(target, rubric, pool=pool, tests_pool=pool, label=label)
         # the pool is closed: its zygote swept every process the submission started
     except SubmissionError as exc:
