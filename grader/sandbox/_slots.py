@@ -27,9 +27,9 @@ import psutil
 
 from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, processes_of
 from grader.sandbox._uids import UidLease
+from grader.sandbox._zygote import NO_TESTS
 
 ENTRY = Path(__file__).with_name("_zygote.py")
-NO_TESTS = "--no-tests"  # _zygote.py's flag: its workers never run a student's tests, so no pytest import
 STARTUP_S = 180.0  # importing torch on a loaded half-vCPU container; not charged to the student
 CONTROL_S = 30.0
 

@@ -1,7 +1,7 @@
 """Entry point of the sandbox's helper processes; never imports ``grader``.
 
     python -I _zygote.py --zygote CTL_FD [--no-tests]   warm zygote: forks workers on request (Linux)
-    python -I _zygote.py --worker CHAN_FD CONFIG    one fresh worker (macOS, STEP4_NO_FORK=1)
+    python -I _zygote.py --worker CHAN_FD CONFIG        one fresh worker (macOS, STEP4_NO_FORK=1)
 
 The zygote imports torch once with one thread, warms it up, and then forks one worker per request
 received on its control socket (SOCK_SEQPACKET, one JSON message per packet, the worker's channel and
@@ -31,7 +31,7 @@ _CHILD_MODULES = frozenset({"_child", "_filesystem", "_framing", "_harden", "_se
 _CHANNEL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
-NO_TESTS = "--no-tests"  # its workers never run a student's tests: no pytest import (grader/sandbox/_slots.py)
+NO_TESTS = "--no-tests"  # its workers never run a student's tests: no pytest import
 _MAX_EXITS = 256
 
 
