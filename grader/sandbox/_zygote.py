@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -79,8 +80,6 @@ def _run_worker(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str
         os.dup2(chan_fd, _CHANNEL_FD)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # student prints arrive promptly
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    import faulthandler
-
     import _child  # type: ignore[import-not-found]
     import _harden  # type: ignore[import-not-found]
 
@@ -231,6 +230,8 @@ class Zygote:
         self.uid = cfg.get("uid")
         with contextlib.suppress(Exception):  # the worker works it out itself if this fails
             sys.modules["_filesystem"].prepare(cfg)  # the file-system rules, once for all workers
+        with contextlib.suppress(Exception):  # the worker finds the packages it pins itself if this fails
+            sys.modules["_harden"].note_packages()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
