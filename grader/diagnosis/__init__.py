@@ -133,7 +133,9 @@ def _changes(
     """The mutations of the reference that reproduce the head's values (gradient probes left out: the
     error model is about values, and a head of the wrong output width cannot take the upstream); () when
     the reference itself does, None when nothing does. When numerical_stability failed and the head masks
-    like the model at ordinary scores, the ladder looks for a finite mask constant (``_ladder``)."""
+    like the model at ordinary scores, the ladder looks for a finite mask constant (``_ladder``); the model
+    it grows is the one found on every probe or, when none was, on the ordinary ones (huge scores outweigh
+    an additive -1e4: only the ladder then tells the constant)."""
     if runs is None:
         return None
     pairs = [(p, s) for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" not in p.options]
@@ -141,10 +143,20 @@ def _changes(
     if theirs is None:
         return None
     found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
-    if found is None or "numerical_stability" not in failed or _pick(found[0], "mask") is not None:
+    if "numerical_stability" not in failed or (found is not None and _pick(found[0], "mask") is not None):
         return found
-    ladder = climb(lambda probe: _ask(head, probe), *found)
-    return with_mask_constant(ladder, probes, theirs, *found) or found
+    base = found or _ordinary(probes, theirs, passed)
+    if base is None or _pick(base[0], "mask") is not None:
+        return found
+    ladder = climb(lambda probe: _ask(head, probe), *base)
+    return with_mask_constant(ladder, probes, theirs, *base) or found
+
+
+def _ordinary(probes: list[Probe], theirs: list[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:
+    """The model found on the probes at ordinary scores alone."""
+    kept = [(p, s) for p, s in zip(probes, theirs, strict=True) if not p.huge]
+    some, answers = [p for p, _ in kept], [s for _, s in kept]
+    return ((), {}) if reference_matches(some, answers) else search(some, answers, passed)
 
 
 def _ask(head: Head, probe: Probe) -> Seen | None:
