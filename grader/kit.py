@@ -7,8 +7,10 @@
 Built from the same source as the instructor's grader. It holds the grader's code, the rubric without
 its hidden checks, the student template, and ``grader/_snapshots/step4.safetensors``: the reference's
 outputs on the public cases (``reference_match``'s inputs at the rubric's seed, the Gaussian kernels at
-the checks' fixed bandwidths, the Exercise 3 points of the report's plot), numbers and never code. It
-leaves out ``grader/_reference``: the reference, the chaffs, the variants and their catalogs. In the
+the checks' fixed bandwidths, the Exercise 3 points of the report's plot) and what the reference and each
+known bug outside the error model compute on the diagnosis's fixed probes, with those bugs' words and
+prices (so the kit names and prices every cause as the instructor's grader does), numbers and never code.
+It leaves out ``grader/_reference``: the reference, the chaffs, the variants and their catalogs. In the
 kit, :func:`grader.oracle.load_oracle` finds no reference and reads the snapshots instead.
 """
 
@@ -39,8 +41,11 @@ LEFT_OUT = ("reference", "rubrics", "snapshots")  # the rubric and the snapshots
 
 
 def write_snapshots(path: Path, rubric: Rubric, oracle: Oracle) -> None:
-    """The reference's outputs on every public case, as one safetensors file (see :class:`SnapshotOracle`)."""
+    """The reference's outputs on every public case, and the diagnosis's answers of the reference and the known
+    bugs on its probes, as one safetensors file (see :class:`SnapshotOracle` and ``grader.diagnosis._bugs``)."""
     from safetensors.torch import save_file
+
+    from grader.diagnosis import stored_bugs
 
     tensors: dict[str, torch.Tensor] = {}
     cases = public_case_list(rubric.seed)
@@ -56,24 +61,28 @@ def write_snapshots(path: Path, rubric: Rubric, oracle: Oracle) -> None:
     seed = stats_seed(rubric.seed)
     measured = {d_k: oracle.statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed) for d_k in SCALE_DKS}
     values = {str(d_k): {k: float(v) for k, v in stats.items()} for d_k, stats in measured.items()}
+    assert oracle.module is not None
+    bug_tensors, bug_meta = stored_bugs(oracle.module)
+    tensors |= bug_tensors
     meta = {
         "seed": rubric.seed,
         "families": [c.shape.as_dict() for c in cases],
         "case_seeds": [c.seed for c in cases],
         "statistics": {"T": SCALE_T, "n_samples": SCALE_SAMPLES, "seed": seed, "values": values},
+        **bug_meta,
     }
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), {k: json.dumps(v) for k, v in meta.items()})
 
 
 def kit_rubric(text: str) -> str:
     """The rubric's text without its hidden checks (their tables are cut out; comments elsewhere stay) and
-    without the prices of the bug library's causes (the kit has no library: it cannot name them, and their
-    names would list the bugs the students' own tests are graded on)."""
-    from grader.diagnosis import model_cause_ids
+    without the prices of causes the kit cannot name (a known bug that computes the reference's values, which
+    the instructor's grader cannot name either): every price of a cause the kit names stays."""
+    from grader.diagnosis import kit_cause_ids
 
     data = tomllib.loads(text)
     hidden = {cid for cid, entry in data.get("checks", {}).items() if entry.get("visibility") == "hidden"}
-    library = set(data.get("mistakes", {})) - model_cause_ids()
+    library = set(data.get("mistakes", {})) - kit_cause_ids()
     out: list[str] = []
     keep, section = True, ""
     for line in text.splitlines(keepends=True):
@@ -88,7 +97,7 @@ def kit_rubric(text: str) -> str:
     parsed = tomllib.loads(result)
     left = set(parsed.get("checks", {}))
     assert not left & hidden, f"hidden checks left in the kit's rubric: {sorted(left & hidden)}"
-    assert not set(parsed.get("mistakes", {})) & library, "library causes left in the kit's rubric"
+    assert not set(parsed.get("mistakes", {})) & library, "causes the kit cannot name left in the kit's rubric"
     return result
 
 

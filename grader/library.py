@@ -37,14 +37,20 @@ def load_reference() -> ModuleType:
 
 @dataclass(frozen=True)
 class KnownHead:
+    """One entry of a catalog. A chaff that is a mutation of the diagnosis's error model names it
+    (``mutation``) and carries no words of its own: its title, hint, citation, the checks it breaks and its
+    price are the error model's (grader/diagnosis/causes.toml). Every other chaff carries them here."""
+
     id: str
     kind: str  # "chaff" or "variant"
-    title: str
     function: str
+    title: str = ""
+    mutation: str = ""
     cites: str = ""
     hint: str = ""
     missed_property: str = ""
     caught_by: tuple[str, ...] = ()
+    price: float | None = None
 
     @property
     def path(self) -> Path:
@@ -61,8 +67,9 @@ VALUE_IDENTICAL = frozenset({"performance", "forbidden_api"})
 
 def indistinguishable(chaff: KnownHead) -> bool:
     """A chaff that only the performance or forbidden-API checks catch computes the reference's values:
-    neither a probe nor a student's property test can tell it from a correct head."""
-    return set(chaff.caught_by) <= VALUE_IDENTICAL
+    neither a probe nor a student's property test can tell it from a correct head. (A mutation of the error
+    model changes values by definition.)"""
+    return not chaff.mutation and set(chaff.caught_by) <= VALUE_IDENTICAL
 
 
 def materialize(override: str) -> str:

@@ -32,6 +32,7 @@ from grader._paths import bundled
 from grader.inputs import FAMILIES, Case, Shape, family_cases
 
 SNAPSHOT_FILE = "step4.safetensors"
+_OWN = ("reference_match", "gaussian")  # the snapshot's keys the oracle itself reads (see case_key, gaussian_key)
 HeadFunction = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 _TENSORS = ("X", "W_Q", "W_K", "W_V")
 
@@ -67,6 +68,15 @@ class Oracle(ABC):
         """The correct (out, weights) in float64 on any case: pictures and the KV-cache rows."""
         with torch.no_grad():
             return self.head_function()(*(t.double() for t in case.tensors().values()), causal=causal)
+
+    def stored_meta(self, part: str) -> Any:
+        """What the kit was built with for another part of the grader (the diagnosis's known bugs): its metadata,
+        None where nothing is stored (the instructor's edition)."""
+        return None
+
+    def stored_tensors(self, part: str) -> dict[str, torch.Tensor]:
+        """That part's tensors, keyed below ``part``."""
+        return {}
 
 
 class LiveOracle(Oracle):
@@ -124,9 +134,10 @@ class SnapshotOracle(Oracle):
 
         with safe_open(str(path), framework="pt") as f:
             self._meta: dict[str, Any] = {k: json.loads(v) for k, v in (f.metadata() or {}).items()}
-            self._tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
+            self._tensors = {k: f.get_tensor(k) for k in f.keys() if k.split("/", 1)[0] in _OWN}  # noqa: SIM118
         self.path = path
         self.seed: int = self._meta["seed"]
+        self._parts: dict[str, dict[str, torch.Tensor]] = {}
 
     def public_cases(self, check_id: str) -> tuple[int, list[Case]] | None:
         if check_id != "reference_match":
@@ -161,6 +172,19 @@ class SnapshotOracle(Oracle):
 
     def head_function(self) -> HeadFunction:
         return lecture_formula
+
+    def stored_meta(self, part: str) -> Any:
+        return self._meta.get(part)
+
+    def stored_tensors(self, part: str) -> dict[str, torch.Tensor]:
+        """Read on first use: a head that fails nothing is never diagnosed."""
+        if part not in self._parts:
+            from safetensors import safe_open
+
+            with safe_open(str(self.path), framework="pt") as f:
+                below = [k for k in f.keys() if k.startswith(f"{part}/")]  # noqa: SIM118 (safe_open is not a dict)
+                self._parts[part] = {k.removeprefix(f"{part}/"): f.get_tensor(k) for k in below}
+        return self._parts[part]
 
 
 def causal_name(causal: bool) -> str:

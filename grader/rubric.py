@@ -64,10 +64,11 @@ class Rubric(_Strict):
     checks: dict[str, CheckRubric] = Field(description="Per-check points and visibility, in report order.")
     mistakes: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default={},
-        description="Price of each root cause (diagnosis id) when the grade counts mistakes: a head whose failing "
-        "checks are all explained by named causes loses each cause's price once, however many checks it breaks "
-        "(never scoring below the per-check sum). A cause without a price is charged the points of the checks it "
-        "explains.",
+        description="Prices of root causes (diagnosis ids) that override their defaults when the grade counts "
+        "mistakes: a head whose failing checks are all explained by named causes loses each cause's price once, "
+        "however many checks it breaks (never scoring below the per-check sum). Every cause carries a default "
+        "price (grader/diagnosis/causes.toml, reference/chaffs/catalog.toml); a cause without any price is "
+        "charged the points of the checks it explains.",
     )
     packages: list[Annotated[str, StringConstraints(pattern=_REQUIREMENT)]] = Field(
         default=[],

@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
 from grader.checks._exercises import stats_seed
-from grader.diagnosis import attach_causes, diagnose
+from grader.diagnosis import attach_causes, diagnose, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
@@ -107,7 +107,7 @@ def grade(
         out = sandbox.output
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
     checks = attach_causes(results, diagnosis)
-    counted = tally(checks, diagnosis, rubric.mistakes)
+    counted = tally(checks, diagnosis, prices(rubric.mistakes, ref))
     return GradeResult(
         submission=label,
         seed=seed,

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from grader.diagnosis import Seen, attach_causes, count_causes, diagnose, indistinguishable, same
+from grader.diagnosis._causes import cause
 from grader.head import Head
 from grader.library import KnownHead, known_heads, load_reference, reference_path
 from grader.models import CheckResult, Diagnosis, GradeResult
@@ -83,13 +84,20 @@ def test_matching_compares_shapes_non_finite_patterns_and_values() -> None:
 
 
 def test_a_known_bug_is_named_with_its_hint_and_what_it_explains(head_of: Diagnose) -> None:
+    """A chaff that is a mutation speaks the error model's words (causes.toml), one outside it its catalog's."""
     chaff = next(c for c in CHAFFS if c.id == "mask_after_softmax_no_renorm")
+    assert chaff.mutation == chaff.id and not chaff.title  # its words live with the error model, not the library
     checks = [_check("reference_match"), _check("row_stochastic"), _check("determinism", "passed")]
     [d] = head_of(chaff.source(), checks)
-    assert (d.id, d.title, d.hint, d.cites, d.kind) == (chaff.id, chaff.title, chaff.hint, chaff.cites, "mutation")
+    assert (d.id, (d.title, d.hint, d.cites), d.kind) == (chaff.id, cause(chaff.id).words(), "mutation")
     assert d.explains == ["reference_match", "row_stochastic"]
     linked = attach_causes(checks, [d])
     assert [c.causes for c in linked] == [[chaff.id], [chaff.id], []]
+    outside = next(c for c in CHAFFS if c.id == "global_max_softmax")
+    assert not outside.mutation
+    [k] = head_of(outside.source(), [_check("future_perturbation"), _check("batch_independence", "passed")])
+    assert (k.id, k.title, k.hint, k.cites, k.kind) == (outside.id, outside.title, outside.hint, outside.cites, "known")
+    assert k.explains == ["future_perturbation"]
 
 
 def test_a_bug_written_another_way_is_still_recognised(head_of: Diagnose) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from grader.diagnosis import caught_by
 from grader.gradescope import build_bundle, results_json, run_gradescope
 from grader.library import known_heads, reference_path
 from grader.models import CheckResult, Counterexample, GradeResult, Heatmap
@@ -275,7 +276,7 @@ def test_run_autograder_end_to_end_correct_and_buggy(tmp_path: Path) -> None:
     bad = _run_autograder(root, buggy.source())
     _validate_spec(bad)
     failed = {t["name"].split(":")[0] for t in bad["tests"] if t["status"] == "failed"}
-    assert failed == set(buggy.caught_by)
+    assert failed == set(caught_by(buggy))
     # The grade's total, which the output says how it counted: by mistakes, no_mask costs its price once, which
     # can be more than the tests' points add up to (they stay the evidence).
     evidence = sum(t["score"] for t in bad["tests"])

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks._exercises import STATS_DKS, STATS_T, TYPICAL_MAX_WEIGHT
+from grader.diagnosis._causes import cause
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
 
@@ -56,7 +57,9 @@ CHECK_IDS = {
     "score_scale_experiment", "fused_kernel", "forbidden_api", "streaming_softmax", "kv_cache",
     "performance",
 }  # fmt: skip
-CHAFF_KEYS = {"id", "title", "function", "cites", "hint", "missed_property", "caught_by"}
+# A chaff that is a mutation of the error model names it; its words and price are the error model's.
+MUTATION_CHAFF_KEYS = {"id", "mutation", "function", "missed_property"}
+CHAFF_KEYS = {"id", "title", "function", "cites", "hint", "missed_property", "caught_by", "price"}
 VARIANT_KEYS = {"id", "title", "function"}
 TELLTALE_WORDS = ("bug", "chaff", "wrong", "mistake", "incorrect", "forgot", "should")
 
@@ -87,7 +90,8 @@ def test_catalog_matches_files(kind: str) -> None:
     files = {p.stem for p in (REFERENCE_DIR / f"{kind}s").glob("*.py") if p.stem != "__init__"}
     assert set(ids) == files, f"catalog only: {set(ids) - files}; file only: {files - set(ids)}"
     for e in entries:
-        assert set(e) == (CHAFF_KEYS if kind == "chaff" else VARIANT_KEYS), e["id"]
+        keys = (MUTATION_CHAFF_KEYS if "mutation" in e else CHAFF_KEYS) if kind == "chaff" else VARIANT_KEYS
+        assert set(e) == keys, e["id"]
         assert e["function"] in CONTRACT, e["id"]
         names = _top_level_names(_path(kind, e))
         assert e["function"] in names, f"{e['id']} does not define {e['function']}"
@@ -100,8 +104,12 @@ def test_chaff_metadata() -> None:
     for c in CHAFFS:
         overridden = _top_level_names(_path("chaff", c))
         assert overridden == {c["function"]}, f"{c['id']} overrides {overridden}, not only {c['function']}"
-        assert c["caught_by"] and set(c["caught_by"]) <= CHECK_IDS, c["id"]
-        assert all(c[k].strip() for k in ("title", "cites", "hint", "missed_property")), c["id"]
+        if "mutation" in c:
+            assert cause(c["mutation"]).kind == "mutation" and c["mutation"] == c["id"], c["id"]
+        else:
+            assert c["caught_by"] and set(c["caught_by"]) <= CHECK_IDS, c["id"]
+            assert all(c[k].strip() for k in ("title", "cites", "hint")) and c["price"] >= 0, c["id"]
+        assert c["missed_property"].strip(), c["id"]
         source = _path("chaff", c).read_text().lower()
         assert not [w for w in TELLTALE_WORDS if w in source], f"{c['id']}.py gives itself away"
         assert '"""' not in source and "'''" not in source, f"{c['id']}.py has a docstring"

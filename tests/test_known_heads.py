@@ -1,7 +1,7 @@
 """The grader validates itself on the instructor's library of heads.
 
-Every known bug (chaff) must fail exactly the checks its catalog entry names and pass all others (so a
-bug confined to one function costs no points elsewhere); every correct-but-different head (variant)
+Every known bug (chaff) must fail exactly the checks it breaks (its mutation's in the error model, or its
+catalog entry's) and pass all others (so a bug confined to one function costs no points elsewhere); every correct-but-different head (variant)
 must get full marks: no false alarms.
 """
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.diagnosis import caught_by
 from grader.library import KnownHead, known_heads, materialize, reference_path
 from grader.rubric import Rubric
 from grader.runner import grade
@@ -46,7 +47,7 @@ def test_correct_variant_gets_full_marks(head: KnownHead, tmp_path: Path, rubric
 def test_chaff_fails_exactly_its_checks(head: KnownHead, tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
     result = _grade(head.source(), tmp_path, rubric, pool)
     failing = {c.id for c in result.checks if c.status in ("failed", "error", "timeout")}
-    assert failing == set(head.caught_by), {c.id: c.message for c in result.checks if c.id in failing}
+    assert failing == set(caught_by(head)), {c.id: c.message for c in result.checks if c.id in failing}
     for check in result.checks:
         if check.id in failing:
             assert "Reproduce: grade " in check.message and f"--only {check.id} --seed " in check.message
@@ -54,7 +55,7 @@ def test_chaff_fails_exactly_its_checks(head: KnownHead, tmp_path: Path, rubric:
 
 def test_every_chaff_is_caught_by_some_check() -> None:
     assert len(CHAFFS) >= 15
-    assert all(h.caught_by for h in CHAFFS), [h.id for h in CHAFFS if not h.caught_by]
+    assert all(caught_by(h) for h in CHAFFS), [h.id for h in CHAFFS if not caught_by(h)]
 
 
 def test_catalog_matches_files() -> None:

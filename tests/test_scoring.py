@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.diagnosis import cause_ids
+from grader.diagnosis import cause_ids, prices
 from grader.diagnosis._mutations import SLOT_OF
 from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis
+from grader.oracle import load_oracle
 from grader.rubric import RubricError, load_rubric
 from grader.scoring import tally
 
@@ -85,11 +86,15 @@ def test_no_failure_no_counting() -> None:
     assert (t.scoring, t.score, t.note) == ("checks", 7, None)
 
 
-def test_the_bundled_rubric_prices_every_cause_of_the_error_model_and_the_library() -> None:
-    prices = load_rubric().mistakes
-    assert set(SLOT_OF) <= set(prices)
-    assert {c.id for c in known_heads("chaff")} <= set(prices)
-    assert cause_ids() == set(prices)
+def test_every_cause_of_the_error_model_and_the_library_has_a_default_price() -> None:
+    """The prices live with the causes (causes.toml, the chaff catalog); the bundled rubric overrides none."""
+    oracle = load_oracle()
+    defaults = prices({}, oracle)
+    assert set(SLOT_OF) <= set(defaults)
+    assert {c.id for c in known_heads("chaff")} <= set(defaults)
+    assert cause_ids() == set(defaults)
+    assert load_rubric().mistakes == {}
+    assert prices({"no_scaling": 1.5}, oracle) == defaults | {"no_scaling": 1.5}
 
 
 def test_a_price_for_an_unknown_cause_is_refused(tmp_path: Path) -> None:
@@ -98,6 +103,6 @@ def test_a_price_for_an_unknown_cause_is_refused(tmp_path: Path) -> None:
     path.write_text(bundled.read_text() + "no_such_mistake = 3\n")
     with pytest.raises(RubricError, match="mistakes.no_such_mistake: no such cause"):
         load_rubric(path)
-    path.write_text(bundled.read_text().replace("no_scaling = 8", "no_scaling = -1"))
+    path.write_text(bundled.read_text() + "no_scaling = -1\n")
     with pytest.raises(RubricError, match="mistakes.no_scaling"):
         load_rubric(path)

@@ -6,13 +6,16 @@ Three kinds of cause, each explaining some of the failing checks:
   NotImplementedError — 15 checks could not run"); found by probing every contract function once.
 * ``mutation``: the head behaves exactly like the reference with one to three changes of the error model
   (``_mutations``), found by a search over combinations (``_search``) on fixed probes.
-* ``known``: a chaff of the bug library that the head matches on every probe (``_known``), for the other
-  contract functions, and for attention bugs outside the error model.
+* ``known``: a known bug that the head matches on every probe (``_known``, ``_bugs``), for the other
+  contract functions, and for attention bugs outside the error model: a chaff of the library, run here in
+  the instructor's grader, or what it computed on the same probes, stored in the student kit.
 * ``contract``: a breach of the calling contract seen directly: outputs in another dtype than the
   inputs, or no autograd graph at all (a NumPy head); the values may well be right.
 
-The package reaches student code only through :class:`grader.head.Head`. A correct head and a head
-that matches nothing get no cause: a wrong guess is worse than none.
+Every cause's words, the checks it breaks and its default price live in ``causes.toml`` (or, for a known
+bug, with the bug): both editions name and price the same causes alike. The package reaches student code
+only through :class:`grader.head.Head`. A correct head and a head that matches nothing get no cause: a
+wrong guess is worse than none.
 """
 
 from __future__ import annotations
@@ -25,17 +28,10 @@ import torch
 
 from grader.checks._base import BREACH, CASE_STOPPED, NOT_DEFINED, STOPPED
 from grader.checks._contract import NOT_IMPORTED
-from grader.diagnosis._known import (
-    PROBE_SEED,
-    PROBES,
-    Probe,
-    Seen,
-    chaff_module,
-    grader_side,
-    indistinguishable,
-    same,
-    student_side,
-)
+from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
+from grader.diagnosis._bugs import snapshot as stored_bugs
+from grader.diagnosis._causes import cause, model_cause_ids
+from grader.diagnosis._known import PROBE_SEED, PROBES, Probe, Seen, indistinguishable, same, student_side
 from grader.diagnosis._ladder import climb, with_mask_constant
 from grader.diagnosis._mutations import Combo, _pick
 from grader.diagnosis._naming import (
@@ -45,14 +41,15 @@ from grader.diagnosis._naming import (
     cause_ids,
     contract_cause,
     known_cause,
-    known_explains,
-    model_cause_ids,
     mutation_cause,
+    n_checks,
+    prices,
+    violates,
 )
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
 from grader.head import UNDEFINED, Head, MissingFunction, StudentFailure
-from grader.library import known_heads
+from grader.library import KnownHead, load_reference
 from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
 
 if TYPE_CHECKING:
@@ -64,11 +61,15 @@ __all__ = [
     "cause_ids",
     "model_cause_ids",
     "attach_causes",
+    "caught_by",
     "count_causes",
     "count_diagnoses",
     "diagnose",
     "indistinguishable",
+    "kit_cause_ids",
+    "prices",
     "same",
+    "stored_bugs",
     "warm_diagnosis",
 ]
 
@@ -98,10 +99,11 @@ def diagnose(
         if rubric is not None and seed is not None:
             mutations = _replayed(mutations, combo, fitted, failing, ref, rubric, seed)
         causes += mutations
+    bugs = bugs_of(ref)
     for fn in PROBES:
         if fn == ATTENTION and found is not None and found[0]:
             continue
-        causes += [c.model_copy(update={"explains": known_explains(c.id, failed)}) for c in _known(seen[fn], fn, ref)]
+        causes += [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
     causes += _by_dtype(head, _left(failing, causes))
     causes += _missing(failing)
     causes += _breaches(_left(failing, causes))
@@ -118,13 +120,7 @@ def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResu
 def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> None:
     """Compute now what the first diagnosis of a process computes and keeps (the reference's and every
     known bug's answers on the probes: about 0.2 s), unless ``stop`` says to leave the rest for later."""
-    if ref.module is None:
-        return
-    for fn in PROBES:
-        for module in [ref.module] + [chaff_module(c) for c in known_heads("chaff") if c.function == fn]:
-            if stop():
-                return
-            grader_side(module, fn)
+    bugs_of(ref).warm(stop)
 
 
 def _changes(
@@ -192,9 +188,9 @@ def _replayed(
     return mutations
 
 
-def _named(cause: str, mutations: list[str]) -> bool:
-    """Whether ``cause`` is the name one of ``mutations`` took (a fitted mask constant's "leaky" name)."""
-    return any(LEAKY.get(m) == cause for m in mutations)
+def _named(cid: str, mutations: list[str]) -> bool:
+    """Whether ``cid`` is the name one of ``mutations`` took (a fitted mask constant's "leaky" name)."""
+    return any(LEAKY.get(m) == cid for m in mutations)
 
 
 def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Diagnosis]:
@@ -228,20 +224,13 @@ def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _known(theirs: list[Seen] | None, function: str, ref: Oracle) -> list[Diagnosis]:
-    """Chaffs of ``function`` that the head matches on every probe (none when it matches the reference, and
-    none in the student kit, which holds neither the reference nor the bug library)."""
-    if ref.module is None:
+def _known(theirs: list[Seen] | None, function: str, bugs: Bugs) -> list[Bug]:
+    """The known bugs of ``function`` that the head matches on every probe (none when it matches the
+    reference)."""
+    candidates, correct = bugs.of(function), bugs.reference(function)
+    if theirs is None or not candidates or correct is None or same(theirs, correct):
         return []
-    chaffs = [c for c in known_heads("chaff") if c.function == function]
-    if theirs is None or not chaffs or same(theirs, grader_side(ref.module, function)):
-        return []
-    out = []
-    for chaff in chaffs:
-        ours = grader_side(chaff_module(chaff), function)
-        if not all(s.error for s in ours) and same(theirs, ours):
-            out.append(known_cause(chaff.id))
-    return out
+    return [b for b in candidates if not all(s.error for s in bugs.answers(b)) and same(theirs, bugs.answers(b))]
 
 
 def _first_line(text: str) -> str:
@@ -277,22 +266,14 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
         if not explains:
             continue
         who = f"`{fns[0]}`" if len(fns) == 1 else "Importing your module" if importing else "Your code"
-        n = len(explains)
-        template = line.startswith("NotImplementedError")
-        hint = (
-            f"This is the template's stub: implement {who} and these checks will run."
-            if template and len(fns) == 1
-            else "Fix this error first: the checks it stopped will then run. The full error is shown once here."
+        stub = line.startswith("NotImplementedError") and len(fns) == 1  # the template's
+        cid = f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}"
+        title, hint, cites = cause(cid).words(
+            "stub" if stub else None, who=who, exception=_exception(line), checks=n_checks(len(explains))
         )
         causes.append(
             Diagnosis(
-                id=f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}",
-                title=f"{who} raises {_exception(line)} — {n} check{'s' if n != 1 else ''} could not run",
-                hint=hint,
-                cites="Section 9.1",
-                kind="crash",
-                explains=explains,
-                detail=details[line],
+                id=cid, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=details[line]
             )
         )
     return causes
@@ -324,25 +305,23 @@ def _by_size(head: Head, failing: list[CheckResult], causes: list[Diagnosis]) ->
     raised, worked, name, explains = split
     where = _lengths(sorted(raised), worked)
     first = min(raised)
-    n = len(explains)
+    entry = cause(SIZE_CRASH)
+    what = (
+        entry.phrase("long_only", long=LONG)
+        if explains == ["performance"]
+        else entry.phrase("stopped", checks=n_checks(len(explains)))
+    )
+    title, hint, cites = entry.words(
+        function=ATTENTION,
+        exception=name,
+        where=where,
+        what=what,
+        worked=", ".join(map(str, worked[:6])) + (", ..." if len(worked) > 6 else ""),
+        first=first,
+        error=_first_line(raised[first]),
+    )
     size_cause = Diagnosis(
-        id=SIZE_CRASH,
-        title=f"`{ATTENTION}` raises {name} {where} — "
-        + (
-            f"only the performance check (T = {LONG}) uses inputs that long"
-            if explains == ["performance"]
-            else f"{n} check{'s' if n != 1 else ''} could not run in full"
-        ),
-        hint=(
-            f"Your head works at T = {', '.join(map(str, worked[:6]))}{', ...' if len(worked) > 6 else ''} and raises "
-            f"{where} (at T = {first}: {_first_line(raised[first])}). The error depends only on the sequence length, "
-            "so something in the head has a fixed length (typically a mask buffer built once for a maximum context). "
-            "Build the mask for the input's own length, T = X.shape[1] (Definition 4.1)."
-        ),
-        cites="Definition 4.1",
-        kind="crash",
-        explains=explains,
-        detail=raised[first],
+        id=SIZE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
     )
     kept = []
     for c in causes:  # the message-grouped crashes it covers go (their messages differed only by the length)
@@ -369,19 +348,17 @@ def _by_dtype(head: Head, unexplained: list[CheckResult]) -> list[Diagnosis]:
     raised, worked, name, explains = split
     bad, good = " and ".join(_dtype(d) for d in raised), ", ".join(_dtype(d) for d in worked)
     first = next(iter(raised))
-    n = len(explains)
+    title, hint, cites = cause(DTYPE_CRASH).words(
+        function=ATTENTION,
+        exception=name,
+        bad=bad,
+        good=good,
+        checks=n_checks(len(explains)),
+        error=_first_line(raised[first]),
+    )
     return [
         Diagnosis(
-            id=DTYPE_CRASH,
-            title=f"`{ATTENTION}` raises {name} for {bad} inputs — {n} check{'s' if n != 1 else ''} could not run",
-            hint=(
-                f"Your head works for {good} inputs and raises for {bad} ({_first_line(raised[first])}). The head "
-                "takes any floating dtype: compute with torch operations in the dtype of X (Section 9.1)."
-            ),
-            cites="Section 9.1",
-            kind="crash",
-            explains=explains,
-            detail=raised[first],
+            id=DTYPE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
         )
     ]
 
@@ -469,19 +446,14 @@ def _breaches(failing: list[CheckResult]) -> list[Diagnosis]:
 
 def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
     """The failures of self-contained checks that no other cause explains, each its own cause."""
-    return [
-        Diagnosis(
-            id=f"own:{c.id}",
-            title=f"{c.id} failed: {_first_line(c.message)}"[:160],
-            hint="The check's message says what it observed; no known bug matches it, so it costs this check's "
-            "own points.",
-            cites=c.cites,
-            kind="own",
-            explains=[c.id],
-        )
-        for c in unexplained
-        if c.id in SELF_CONTAINED
-    ]
+    out = []
+    for c in unexplained:
+        if c.id in SELF_CONTAINED:
+            title, hint, cites = cause(f"own:{c.id}").words(check=c.id, observed=_first_line(c.message), cites=c.cites)
+            out.append(
+                Diagnosis(id=f"own:{c.id}", title=title[:160], hint=hint, cites=cites, kind="own", explains=[c.id])
+            )
+    return out
 
 
 def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:
@@ -496,6 +468,16 @@ def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diag
         keep = c.explains if c.kind == "crash" else [x for x in c.explains if x not in crashed]
         out.append(c.model_copy(update={"explains": keep}))
     return out
+
+
+def kit_cause_ids() -> frozenset[str]:
+    """The ids the student kit built from this grader names: the error model's and the known bugs it stores."""
+    return model_cause_ids() | stored_ids(load_reference())
+
+
+def caught_by(chaff: KnownHead) -> tuple[str, ...]:
+    """The checks a chaff of the library breaks: its mutation's (causes.toml), or its catalog's own."""
+    return violates(chaff.mutation) if chaff.mutation else chaff.caught_by
 
 
 def attach_causes(checks: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from grader.compare import Tolerance
+from grader.diagnosis._causes import ruled_out_by
 from grader.diagnosis._known import MATCH, Probe, Seen, _close
 from grader.diagnosis._mutations import FITTED, MUTATIONS, SLOTS, Combo, Fit, forward
-from grader.diagnosis._naming import RULED_OUT_BY
 
 FLOAT32 = Tolerance(rtol=2e-5, atol=1e-7)  # a float32 softmax replayed here: the same rounding, up to order
 MAX_CHANGES = 3
@@ -27,7 +27,8 @@ DEADLINE_S = 3.0  # past this the search gives up (no guess): a safety net, the 
 
 def candidates(passed: set[str]) -> dict[str, list[str]]:
     """Mutations per slot that no passing check rules out."""
-    return {slot: [m for m in ms if not set(RULED_OUT_BY.get(m, ())) & passed] for slot, ms in MUTATIONS.items()}
+    ruled_out = ruled_out_by()
+    return {slot: [m for m in ms if not set(ruled_out.get(m, ())) & passed] for slot, ms in MUTATIONS.items()}
 
 
 def combos(allowed: dict[str, list[str]], size: int) -> Iterator[Combo]:

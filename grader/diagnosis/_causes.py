@@ -1,0 +1,97 @@
+"""The error model's causes as data: ``causes.toml`` in this package, read and validated once.
+
+Every cause the diagnosis names without the library of known bugs is described there, once: each mutation
+of the error model, each breach of the calling contract, each crash that depends on the input, and the
+patterns of the causes named per function or per check ("crash:*", "missing:*", "breach:*", "own:*"). Its
+title, hint, citation, the checks it breaks and its default price live together; both editions of the grader
+(the instructor's and the student kit) ship the same file, so both say the same words and charge the same
+prices. The known bugs that need the library's code to be recognised are described in ``_bugs``.
+"""
+
+from __future__ import annotations
+
+import string
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TABLE = Path(__file__).with_name("causes.toml")
+PATTERN = ":*"  # an id ending so names a family: "crash:*" describes "crash:causal_self_attention"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Variant(_Strict):
+    """Another title or hint for one observed form of the same change (a mask filled with -inf, say)."""
+
+    title: str | None = None
+    hint: str | None = None
+
+
+class Cause(_Strict):
+    id: str
+    kind: Literal["mutation", "contract", "crash", "own"]
+    title: str = Field(min_length=1)
+    hint: str = Field(min_length=1)
+    cites: str = Field(min_length=1)
+    breaks: tuple[str, ...] | None = None  # None: the cause explains the checks it stopped
+    ruled_out_by: tuple[str, ...] = ()
+    price: float | None = Field(default=None, ge=0)
+    phrases: dict[str, str] = Field(default_factory=dict)
+    variants: dict[str, Variant] = Field(default_factory=dict)
+
+    def words(self, variant: str | None = None, **fields: object) -> tuple[str, str, str]:
+        """(title, hint, cites) with ``fields`` filled in (``variant``: one of ``variants``, when it applies)."""
+        chosen = self.variants[variant] if variant else Variant()
+        title, hint = chosen.title or self.title, chosen.hint or self.hint
+        return title.format(**fields), hint.format(**fields), self.cites.format(**fields)
+
+    def phrase(self, name: str, **fields: object) -> str:
+        return self.phrases[name].format(**fields)
+
+    def fields(self) -> set[str]:
+        """Every {name} its title, hint, citation and variants ask for (the phrases are filled separately)."""
+        variants = [t for v in self.variants.values() for t in (v.title, v.hint) if t]
+        texts = [self.title, self.hint, self.cites, *variants]
+        return {name for text in texts for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+class _Table(_Strict):
+    cause: list[Cause]
+
+
+@cache
+def table() -> dict[str, Cause]:
+    """id -> cause, in the file's order."""
+    causes = _Table.model_validate(tomllib.loads(TABLE.read_text(encoding="utf-8"))).cause
+    out = {c.id: c for c in causes}
+    assert len(out) == len(causes), "causes.toml: an id is described twice"
+    return out
+
+
+def cause(cid: str) -> Cause:
+    """The description of ``cid``: its own entry, or its family's ("crash:*" for "crash:causal_self_attention")."""
+    causes = table()
+    if cid in causes:
+        return causes[cid]
+    return causes[cid.split(":", 1)[0] + PATTERN]
+
+
+def model_cause_ids() -> frozenset[str]:
+    """The ids the table names one by one (the families' ids are made per function or check)."""
+    return frozenset(cid for cid in table() if not cid.endswith(PATTERN))
+
+
+def default_prices() -> dict[str, float]:
+    return {cid: c.price for cid, c in table().items() if c.price is not None}
+
+
+@cache
+def ruled_out_by() -> dict[str, tuple[str, ...]]:
+    """Mutation -> the checks that, when they pass, rule it out (the search's pruning)."""
+    return {cid: c.ruled_out_by for cid, c in table().items() if c.ruled_out_by}
