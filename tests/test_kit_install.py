@@ -1,7 +1,8 @@
 """The student kit as students get it (issue 17): built by ``grade student-kit``, pip-installed into a fresh
 virtual environment, it holds no solution and grades a correct head to full marks.
 
-One slow test: the fresh environment installs torch and the grader's dependencies from the package index.
+One slow test: the fresh environment installs torch and the grader's dependencies from the package index,
+and the kit grades every library head, compared with the instructor's grader head by head.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from agreement import differences, library_heads
 
 from grader.cli import main
 from grader.library import known_heads, reference_path
+from grader.models import GradeResult
 
 pytestmark = pytest.mark.slow
 
@@ -69,6 +72,7 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
     out = tmp_path / "kit"
     assert main(["student-kit", "--out", str(out)]) == 0
     [wheel] = out.glob("*.whl")
+    assert wheel.stat().st_size < 2**20  # under 1 MB: the snapshots are numbers of small probes
     assert (out / "INSTALL.md").is_file() and wheel.name in (out / "INSTALL.md").read_text()
     names = zipfile.ZipFile(wheel).namelist()
     leaked = [n for n in names if any(w in n for w in ("_reference", "chaff", "variant", "catalog.toml"))]
@@ -113,6 +117,25 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
     assert result["score"] >= result["max_score"] > 0
     tests = next(c for c in result["checks"] if c["id"] == "student_tests")
     assert tests["max_score"] == 0 and "pass on your own head" in tests["message"]
+
+    # Every library head, graded by the installed kit and by the instructor's grader (`grade batch` in both):
+    # the same result head by head, as tests/test_kit.py finds in-process (tests/agreement.py).
+    heads = tmp_path / "heads"
+    heads.mkdir()
+    for name, source in library_heads():
+        (heads / f"{name.replace(':', '__')}.py").write_text(source, encoding="utf-8")
+    _run([grade, "batch", heads, "--out", tmp_path / "by_kit", "--quiet"], tmp_path)
+    assert main(["batch", str(heads), "--out", str(tmp_path / "by_instructor"), "--quiet"]) == 0
+    differ = {}
+    for folder in sorted(p for p in (tmp_path / "by_instructor").iterdir() if p.is_dir()):
+        full, ours = (
+            GradeResult.model_validate_json((tmp_path / side / folder.name / "result.json").read_text())
+            for side in ("by_instructor", "by_kit")
+        )
+        if found := differences(full, ours):
+            differ[folder.name] = found
+    assert len(list((tmp_path / "by_kit").glob("*/result.json"))) == len(library_heads())
+    assert differ == {}
 
     # The instructor's commands are refused by the kit.
     for command in (["student-kit", "--out", tmp_path / "again"], ["gradescope-bundle", "--out", tmp_path / "a.zip"]):
