@@ -1,6 +1,6 @@
 """Cold `grade` against what a user would otherwise run, side by side (issue 11's table).
 
-    python benchmarks/grade_bench.py [--runs 5] [--head reference/attention_head.py]
+    python benchmarks/grade_bench.py [--runs 5] [--head reference/attention_head.py] [--grade KIT/bin/grade]
 
 Four whole processes, run in alternation (so background load hits them alike), medians of ``--runs``
 (peak memory is sampled on two further runs of the full grade, so that sampling does not slow the timed ones):
@@ -10,6 +10,10 @@ Four whole processes, run in alternation (so background load hits them alike), m
 - a cold ``grade HEAD --json r.json`` (every check in the sandboxed worker, JSON and the HTML report),
 - ``python -c "import torch"``,
 - a cold ``grade HEAD --only interface``.
+
+``--grade`` times another installation's ``grade`` command instead of this checkout's (``python -m grader``
+from the repository root would import the checkout): the student kit installed into a virtual environment,
+say.
 
 Goals: the full grade within 1.5x of the plain script, ``--only`` within 1.2x of importing torch, and
 peak proportional memory (PSS) of the whole grade process tree at or under 768 MiB.
@@ -53,9 +57,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--head", type=Path, default=REPO / "reference" / "attention_head.py")
+    ap.add_argument("--grade", type=Path, help="a `grade` command to time (default: this checkout's grader)")
     args = ap.parse_args()
     head = str(args.head.resolve())
-    grade = [sys.executable, "-m", "grader"]
+    grade = [str(args.grade)] if args.grade else [sys.executable, "-m", "grader"]
     with tempfile.TemporaryDirectory() as tmp:
         commands = {
             "plain property script": [sys.executable, str(REPO / "benchmarks" / "plain_properties.py"), head],
