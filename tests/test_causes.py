@@ -49,7 +49,8 @@ def test_a_cause_says_what_it_is_in_its_own_words(cid: str) -> None:
 def test_a_mutations_words_are_complete_with_what_the_search_fits(mid: str) -> None:
     """A fitted constant's fields fill its title and hint; any other mutation's words ask for none."""
     base = next((k for k, v in LEAKY.items() if v == mid), mid)
-    values = {"scale_constant": [0.125, 0.3], "dropout_left_on": [0.2]}.get(base, [-1e9, -1e4, -100.0, 1e-15, -1e40])
+    fits = {"scale_constant": [0.125, 0.3], "dropout_left_on": [0.2], "scale_in_float32": [1.0, 0.0]}
+    values = fits.get(base, [-1e9, -1e4, -100.0, 1e-15, -1e40])
     for value in values if base in FITTED else [math.nan]:
         fields = _fitted(base, value) if base in FITTED else {}
         entry = cause(LEAKY[base] if base in LEAKY and abs(value) < 1e3 else base)

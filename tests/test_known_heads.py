@@ -1,8 +1,8 @@
 """The grader validates itself on the instructor's library of heads.
 
-Every known bug (chaff) must fail exactly the checks it breaks (its mutation's in the error model, or its
-catalog entry's) and pass all others (so a bug confined to one function costs no points elsewhere); every correct-but-different head (variant)
-must get full marks: no false alarms.
+Every known bug (chaff) must fail exactly the checks it breaks (its mutation's in the error model, or
+its catalog entry's) and pass all others (so a bug confined to one function costs no points elsewhere);
+every correct-but-different head (variant) must get full marks: no false alarms.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ CAUSES = {
     "softmax_wrong_axis", "softmax_over_batch", "softmax_in_float32", "dropout_left_on", "unstable_softmax",
     "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
     "output_dtype", "weights_dtype", "no_autograd_graph", "leaky_mask_fill", "leaky_mask_constant",
-    "fixed_size_buffer", "unsupported_dtype",
+    "fixed_size_buffer", "unsupported_dtype", "scale_in_float32",
 }  # fmt: skip
 # Advice that presumes a cause belongs to the diagnosis, which names causes it established; a check's message
 # states what it observed (issue 16).

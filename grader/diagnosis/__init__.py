@@ -215,7 +215,9 @@ def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Dia
                 causes.append(contract_cause(cid, " and ".join(slips[k]), ["interface"]))
     graph = [s for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" in p.options and not s.error]
     problems = [str((s.shape.get("grads") or {}).get("problem", "")) for s in graph]
-    if "gradient_blocks" in failed and any("not differentiable" in p for p in problems):
+    # out itself carries no graph (NumPy, .detach() of the result); detached weights alone leave out
+    # differentiable through the values, a gradient cut that the known bugs name
+    if "gradient_blocks" in failed and any(p.startswith("output 0 is not differentiable") for p in problems):
         causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
     return causes
 

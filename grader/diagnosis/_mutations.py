@@ -36,12 +36,18 @@ MUTATIONS: dict[str, tuple[str, ...]] = {
         "weak_mask_fill",
     ),
     "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
-    "dtype": ("softmax_in_float32",),
+    "dtype": ("softmax_in_float32", "scale_in_float32"),
     "randomness": ("dropout_left_on",),
     "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection"),
 }
 SLOT_OF = {m: slot for slot, ms in MUTATIONS.items() for m in ms}
-FITTED = {"scale_constant": "scale", "weak_mask_constant": "mask", "weak_mask_fill": "mask", "dropout_left_on": "p"}
+FITTED = {
+    "scale_constant": "scale",
+    "weak_mask_constant": "mask",
+    "weak_mask_fill": "mask",
+    "dropout_left_on": "p",
+    "scale_in_float32": "divides",  # 1: scores divided by a float32 1/scale; 0: multiplied by a float32 scale
+}
 
 Combo = tuple[str, ...]  # mutation ids, at most one per slot, in SLOTS order
 
@@ -51,6 +57,7 @@ class Fit:
     """Constants fitted from the head's weights while a combination is evaluated over the probes."""
 
     values: dict[str, float] = field(default_factory=dict)
+    coincide: set[str] | None = None  # named scales a fitted constant scale equalled on every probe so far
 
     def get(self, key: str, estimates: Callable[[], torch.Tensor]) -> float | None:
         """The held value of ``key``, or the snapped median of ``estimates()`` the first time there are any."""
@@ -153,18 +160,27 @@ def forward(
             return None
         allowed = ~future if masking else torch.ones_like(future)
         c = fit.get("scale", lambda: _fit_scale(raw, theirs, allowed, axis))
-        if c is None or any(math.isclose(c, x, rel_tol=1e-6) for x in scales.values()):
-            return None  # the right scale, or one the named mutations already describe
+        if c is None:
+            return None
+        # the right scale, or one the named mutations describe, where it equals one on every probe (see matches)
+        equal = {name for name, x in scales.items() if math.isclose(c, x, rel_tol=1e-6)}
+        fit.coincide = equal if fit.coincide is None else fit.coincide & equal
         scale = c
     else:
         scale = scales[scale_m or "right"]
-    s = raw * scale  # (B, T, T)
+    if _pick(combo, "dtype") == "scale_in_float32":
+        rounded = _float32_scaled(raw, scale, fit)
+        if rounded is None:
+            return None
+        s = rounded
+    else:
+        s = raw * scale  # (B, T, T)
     if masking:
         masked = _mask_scores(s, mask_m, future, fit, theirs)
         if masked is None:
             return None
         s = masked
-    if _pick(combo, "dtype"):
+    if _pick(combo, "dtype") == "softmax_in_float32":
         s = s.float()
     if smax == "unstable_softmax":
         e = torch.exp(s)
@@ -186,6 +202,17 @@ def forward(
         w = torch.where(theirs == 0, torch.zeros_like(w), w / (1 - p))
     out = w @ v  # (B, T, T) x (B, T, d_v) -> (B, T, d_v)
     return out, (w.transpose(-2, -1) if proj == "weights_transposed" else w)
+
+
+def _float32_scaled(raw: torch.Tensor, scale: float, fit: Fit) -> torch.Tensor | None:
+    """``raw`` scaled by ``scale`` rounded to float32 (``torch.sqrt(torch.tensor(d_k))`` is a float32 number):
+    divided by the rounded 1/scale, or multiplied by the rounded scale, as ``fit`` says (the search tries
+    both); None where rounding changes nothing (the plain model describes it)."""
+    divisor = float(torch.tensor(1 / scale, dtype=torch.float32))
+    factor = float(torch.tensor(scale, dtype=torch.float32))
+    if divisor == 1 / scale and factor == scale:
+        return None
+    return raw / divisor if fit.values.get("divides", 1.0) else raw * factor
 
 
 def _hide(s: torch.Tensor, hidden: torch.Tensor, fit: Fit, theirs: torch.Tensor | None) -> torch.Tensor:

@@ -58,6 +58,8 @@ def _fitted(mid: str, value: float) -> dict[str, str]:
         return {"value": f"{value:.6g}", "as_width": as_width}
     if mid == "dropout_left_on":
         return {"p": f"{value:.3g}"}
+    if mid == "scale_in_float32":
+        return {"how": cause(mid).phrase("divides" if value else "multiplies")}
     entry = cause(LEAKY.get(mid, mid) if abs(value) < ORDINARY_SCORES else mid)
     constant = f"{value:.6g}" if abs(value) >= 1e-6 else "a constant near 0"
     fields = {

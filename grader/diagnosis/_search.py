@@ -44,8 +44,13 @@ def matches(
     tol: Tolerance | None = None,
 ) -> Fit | None:
     """The fitted constants when the mutated reference reproduces the head on every probe, else None
-    (``fitted``: constants already known, held fixed; ``tol``: the search's own by default)."""
-    fit = Fit(dict(fitted or {}))
+    (``fitted``: constants already known, held fixed; ``tol``: the search's own by default). A scale rounded
+    to float32 is tried in both forms (divided by the rounded 1/scale, multiplied by the rounded scale)."""
+    fitted = fitted or {}
+    if "scale_in_float32" in combo and "divides" not in fitted:
+        tries = (matches(combo, probes, theirs, {**fitted, "divides": k}, tol) for k in (1.0, 0.0))
+        return next((f for f in tries if f is not None), None)
+    fit = Fit(dict(fitted))
     tol = tol or (FLOAT32 if "softmax_in_float32" in combo else MATCH)
     for probe, seen in zip(probes, theirs, strict=True):
         t = probe.tensors
@@ -57,6 +62,8 @@ def matches(
             return None
     if any(FITTED[m] not in fit.values for m in combo if m in FITTED):
         return None  # a constant never showed itself: the plain reference explains these probes
+    if "scale_constant" in combo and fit.coincide:
+        return None  # the constant is the right scale, or a named one, on every probe: not a constant
     return fit
 
 
@@ -94,6 +101,8 @@ def _search(
             fit = matches(combo, probes, theirs)
             if fit is not None:
                 found.append((combo, fit.values))
+        exact = [(c, v) for c, v in found if "softmax_in_float32" not in c]
+        found = exact or found  # a match at float64 accuracy beats one within float32's tolerance
         if len(found) == 1:
             return found[0]
         if found:  # ties: keep only what every match agrees on (never a guess between them)
