@@ -76,8 +76,26 @@ class NotANotebook(ValueError):
     pass
 
 
-def advice(package: str) -> str:
-    return _ADVICE.get(package.split(".")[0], "use torch and the Python standard library instead")
+def advice(package: str, provided: Sequence[str] = ()) -> str:
+    """What to use instead of ``package``, and what the grader provides (``provided``: the course's packages,
+    the rubric's ``packages``)."""
+    instead = _ADVICE.get(package.split(".")[0], "use torch and the Python standard library instead")
+    course = f", and the course's packages {', '.join(provided)}" if provided else ""
+    return (
+        f"{instead} (the grader provides torch, numpy and the Python standard library{course}; an instructor "
+        "allows another package by listing it in the rubric's `packages`)"
+    )
+
+
+def missing_imports(text: str, local_modules: Iterable[str] = ()) -> list[str]:
+    """The packages a module's plain top-level imports need and the grader lacks (nothing runs: the module is
+    parsed, and each package looked up); [] when it does not parse (its SyntaxError is a verdict of its own)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    local = frozenset(local_modules)
+    return [p for node in tree.body if (p := _missing_package(node, local)) is not None]
 
 
 # ---- cells -----------------------------------------------------------------------------------------
@@ -292,6 +310,7 @@ def reduce_cells(
     local_modules: Iterable[str] = (),
     origin: str = "notebook",
     total_cells: int | None = None,
+    provided: Sequence[str] = (),
 ) -> Reduction:
     """The module made of what ``contract`` needs from ``cells``, and what was left out.
 
@@ -333,7 +352,7 @@ def reduce_cells(
                 f"(lines {where}); the grader needs only your definitions."
             )
     for name, package in unavailable.items():
-        red.notes.append(f"`{name}` uses {package}, which the grader does not install; {advice(package)}.")
+        red.notes.append(f"`{name}` uses {package}, which the grader does not install; {advice(package, provided)}.")
     return red
 
 

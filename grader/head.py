@@ -9,7 +9,7 @@ therefore read like mathematics and never see the sandbox.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ EXTENSIONS = ("streaming_attention", "KVCache", "cached_attention_step")
 
 
 UNDEFINED = "the submission defines no `"  # MissingFunction's message, before the name
+UNINSTALLED = ", which the grader does not install; "  # its message for a name left out for want of a package
 
 
 class StudentFailure(Exception):
@@ -53,10 +54,10 @@ class ImportFailure(StudentFailure):
 class MissingFunction(StudentFailure):
     """``name`` is absent; ``package``: it was left out because it needs that package, which the grader lacks."""
 
-    def __init__(self, name: str, optional: bool, package: str | None = None) -> None:
+    def __init__(self, name: str, optional: bool, package: str | None = None, provided: Sequence[str] = ()) -> None:
         message = f"{UNDEFINED}{name}`"
         if package is not None:
-            message = f"`{name}` uses {package}, which the grader does not install; {advice(package)}"
+            message = f"`{name}` uses {package}{UNINSTALLED}{advice(package, provided)}"
         super().__init__("error", message)
         self.name = name
         self.optional = optional
@@ -92,10 +93,17 @@ class Head:
     rng_seed: int | None = None
     current_check: str | None = None  # set by the runner; names the check a timed-out call came from
 
-    def __init__(self, sandbox: Sandbox, entry: EntryPoints, unavailable: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        entry: EntryPoints,
+        unavailable: Mapping[str, str] | None = None,
+        provided: Sequence[str] = (),
+    ) -> None:
         self._sandbox = sandbox
         self._entry = entry
         self._unavailable = dict(unavailable or {})  # submission's name -> a package it needs that is missing
+        self._provided = tuple(provided)  # the course's packages, named when one is missing
         self._found: dict[str, str] | None = None
         # a hang costs only its own function's checks: no second call on an input at least as large,
         # and each function spends only its share of the submission's time budget
@@ -109,7 +117,7 @@ class Head:
         """A Head on another worker of the same submission (``Sandbox.sidecar``), for checks that run in
         another thread meanwhile. It shares what this one has learnt: the module's names, earlier hangs
         and the functions' time shares; its seed, check and restart are its own."""
-        other = Head(sandbox, self._entry, self._unavailable)
+        other = Head(sandbox, self._entry, self._unavailable, self._provided)
         other._found, other.hangs, other._shares = self._found, self.hangs, self._shares
         return other
 
@@ -167,7 +175,7 @@ class Head:
         actual = getattr(self._entry, name)
         kind = self.found().get(actual)
         if kind is None:
-            raise MissingFunction(actual, optional, self._unavailable.get(actual))
+            raise MissingFunction(actual, optional, self._unavailable.get(actual), self._provided)
         if kind != "callable":
             raise StudentFailure("error", f"`{actual}` is a {kind}, not a function")
         return actual

@@ -89,7 +89,7 @@ def grade(
             )
         )
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
-            head = Head(sandbox, rubric.entry_points, sub.unavailable)
+            head = Head(sandbox, rubric.entry_points, sub.unavailable, sub.provided)
             memo: dict[str, object] = {}  # what several checks (and the plot) use: precision, Exercise 3
 
             def run(cid: str, on: Head) -> CheckResult:

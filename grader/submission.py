@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from grader._notebook import Cell, NotANotebook, Reduction, notebook_cells, reduce_cells
+from grader._notebook import Cell, NotANotebook, Reduction, missing_imports, notebook_cells, reduce_cells
 from grader.sandbox._private import PrivateDir
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class Prepared:
     source: str
     notes: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # contract name -> the missing package it needs
+    provided: list[str] = field(default_factory=list)  # the course's packages (the rubric's), by name
     dropped_cells: list[int] = field(default_factory=list)  # notebook cells not run (1-based, all cells counted)
 
 
@@ -193,7 +194,7 @@ def _missing_packages(packages: Sequence[str]) -> list[str]:
     """The rubric's course packages that are not installed where the grader runs."""
     missing = []
     for requirement in packages:
-        name = re.split(r"[\s<>=!~\[;@]", requirement.strip(), maxsplit=1)[0]
+        name = _requirement_name(requirement)
         try:
             importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
@@ -201,14 +202,27 @@ def _missing_packages(packages: Sequence[str]) -> list[str]:
     return missing
 
 
-def _reduce(text: str, origin: str, contract: Sequence[str], local: set[str], notebook: bool) -> Reduction:
+def _reduce(
+    text: str, origin: str, contract: Sequence[str], local: set[str], notebook: bool, provided: Sequence[str]
+) -> Reduction:
     if notebook:
         try:
             cells, total = notebook_cells(text)
         except NotANotebook as exc:
             raise SubmissionError(str(exc)) from None
-        return reduce_cells(cells, contract, local_modules=local, total_cells=total)
-    return reduce_cells([Cell(1, text)], contract, local_modules=local, origin=origin)
+        return reduce_cells(cells, contract, local_modules=local, total_cells=total, provided=provided)
+    return reduce_cells([Cell(1, text)], contract, local_modules=local, origin=origin, provided=provided)
+
+
+def _missing_in(module_path: Path, local: set[str]) -> list[str]:
+    """The packages a .py submission imports at its top level that the grader lacks (nothing is run)."""
+    if not module_path.is_file():
+        return []
+    return missing_imports(module_path.read_text(encoding="utf-8", errors="replace"), local)
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~\[;@]", requirement.strip(), maxsplit=1)[0]
 
 
 @contextlib.contextmanager
@@ -251,14 +265,21 @@ def prepare(
         else:
             raise SubmissionError(f"{path.name}: expected a folder, a .py file, a .zip or a .ipynb notebook")
         module_path = dest / f"{module}.py"
+        provided = [_requirement_name(p) for p in packages]
+        local = {p.stem for p in dest.glob("*.py")} - {module}
         reduction = None
-        if chosen.suffix == ".ipynb" or definitions_only:
+        missing = [] if definitions_only or chosen.suffix == ".ipynb" else _missing_in(module_path, local)
+        if chosen.suffix == ".ipynb" or definitions_only or missing:
             source_file = dest / chosen.name
             text = source_file.read_text(encoding="utf-8", errors="replace")
-            local = {p.stem for p in dest.glob("*.py")} - {module}
-            reduction = _reduce(text, chosen.name, contract, local, notebook=chosen.suffix == ".ipynb")
+            reduction = _reduce(text, chosen.name, contract, local, chosen.suffix == ".ipynb", provided)
             source_file.unlink()
             module_path.write_text(reduction.source, encoding="utf-8")
+            if missing:  # as for a notebook: the package costs only what needs it
+                notes.append(
+                    f"{chosen.name} imports {', '.join(dict.fromkeys(missing))}, which the grader does not install: "
+                    "it was graded on its definitions, and what needs the package could not be graded."
+                )
             notes += reduction.notes
         if not module_path.is_file():
             raise SubmissionError(f"{path} holds no {module}.py (the file with your head)")
@@ -278,6 +299,7 @@ def prepare(
             source,
             notes,
             unavailable=dict(reduction.unavailable) if reduction else {},
+            provided=provided,
             dropped_cells=list(reduction.dropped_cells) if reduction else [],
         )
     finally:

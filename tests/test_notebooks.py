@@ -147,6 +147,27 @@ def test_an_unavailable_package_sinks_only_what_needs_it() -> None:
         assert any(n.startswith("`causal_self_attention` uses einops, which the grader does not") for n in sub.notes)
 
 
+def test_a_py_that_imports_a_missing_package_loses_only_what_needs_it(tmp_path: Path) -> None:
+    """As for a notebook (issue 24): a .py importing einops at its top level is graded on its definitions; the
+    message names the package, what to use instead and what the course provides."""
+    module = tmp_path / "attention_head.py"
+    module.write_text(
+        "import torch\nfrom einops import einsum\n\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n"
+        "    return einsum(X, X, 'b i d, b j d -> b i j'), X\n\n\ndef gaussian_positional_weights(T, h):\n"
+        "    return torch.eye(T)\n"
+    )
+    with prepare(module, packages=["matplotlib>=3.8"]) as sub:
+        assert sub.unavailable == {"causal_self_attention": "einops"} and sub.provided == ["matplotlib"]
+        assert "def gaussian_positional_weights" in sub.source and "einops" not in sub.source
+        graded_on = "attention_head.py imports einops, which the grader does not install"
+        assert any(n.startswith(graded_on) for n in sub.notes)
+        said = next(n for n in sub.notes if n.startswith("`causal_self_attention` uses einops"))
+        assert "the course's packages matplotlib" in said and "rubric's `packages`" in said
+    module.write_text(module.read_text().replace("from einops import einsum\n", ""))
+    with prepare(module) as sub:  # nothing missing: the module is imported as it is
+        assert sub.unavailable == {} and sub.source == module.read_text()
+
+
 def test_what_needs_a_missing_package_is_dropped_transitively() -> None:
     cells = [
         (1, "import torch\nimport nonexistent_pkg_xyz as npx\nSCALE = npx.scale(2)"),
