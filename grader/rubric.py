@@ -72,7 +72,7 @@ class Rubric(_Strict):
     )
     packages: list[Annotated[str, StringConstraints(pattern=_REQUIREMENT)]] = Field(
         default=[],
-        description="Extra packages the course allows (pip requirements, e.g. \"matplotlib>=3.8\"): the Gradescope "
+        description='Extra packages the course allows (pip requirements, e.g. "matplotlib>=3.8"): the Gradescope '
         "setup.sh installs them, `grade` warns when one is missing locally, and notebook imports of them are "
         "graded like torch's.",
     )

@@ -60,12 +60,19 @@ def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping
 
 def _deductions(diagnosis: list[Diagnosis], lost: dict[str, float], prices: Mapping[str, float]) -> dict[str, float]:
     """Each cause's price; a cause that breaks no graded check costs nothing, and an unpriced one the points
-    lost on the checks it explains that no priced cause explains (each check once)."""
-    priced = {cid for d in diagnosis if d.id in prices for cid in d.explains}
+    lost on the checks it explains that no priced cause explains (each check once). A check a crash stopped
+    is the crash's alone: another cause that breaks its property (a mutation found where the head runs) is
+    not charged for it, and never buys back points the crash left unobserved."""
+    crashed = {cid for d in diagnosis if d.kind == "crash" for cid in d.explains}
+
+    def charged_to(d: Diagnosis) -> list[str]:
+        return [cid for cid in d.explains if cid in lost and (d.kind == "crash" or cid not in crashed)]
+
+    priced = {cid for d in diagnosis if d.id in prices for cid in charged_to(d)}
     charged: set[str] = set()
     out: dict[str, float] = {}
     for d in diagnosis:
-        mine = [cid for cid in d.explains if cid in lost]
+        mine = charged_to(d)
         if not mine:
             out[d.id] = 0.0
         elif d.id in prices:

@@ -24,10 +24,21 @@ CITATION = re.compile(rf"^({RESULTS}) ")
 def test_every_mutation_is_described_once_and_nothing_else_is_called_one() -> None:
     mutations = {cid for cid, c in table().items() if c.kind == "mutation"}
     assert mutations == set(SLOT_OF) | set(LEAKY.values())
-    assert {"output_dtype", "weights_dtype", "no_autograd_graph", "fixed_size_buffer", "unsupported_dtype"} <= set(
-        model_cause_ids()
-    )
-    assert {cid for cid in table() if cid.endswith(PATTERN)} == {"crash:*", "missing:*", "breach:*", "own:*"}
+    assert {
+        "output_dtype",
+        "weights_dtype",
+        "no_autograd_graph",
+        "fixed_size_buffer",
+        "branch_crash",
+        "unsupported_dtype",
+    } <= set(model_cause_ids())
+    assert {cid for cid in table() if cid.endswith(PATTERN)} == {
+        "crash:*",
+        "missing:*",
+        "breach:*",
+        "package:*",
+        "own:*",
+    }
     assert cause("crash:gaussian_positional_qk") is cause("crash:*")
 
 

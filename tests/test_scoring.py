@@ -62,12 +62,27 @@ def test_never_below_the_per_check_score() -> None:
 
 def test_an_unpriced_cause_costs_the_points_of_its_checks_each_once() -> None:
     causes = [
-        _cause("crash:causal_self_attention", ["reference_match", "row_stochastic"], kind="crash"),
+        _cause("no_value_projection", ["reference_match", "row_stochastic"]),
         _cause("dropout_left_on", ["row_stochastic", "determinism"]),
     ]
     t = tally(CHECKS, causes, {"dropout_left_on": 2})
     assert [d.deduction for d in t.diagnosis] == [12, 2]  # row_stochastic is the priced cause's
     assert t.score == 7 + 22 - 14
+
+
+def test_a_check_a_crash_stopped_is_the_crashs_and_is_never_bought_back() -> None:
+    """The crash (unpriced: it costs what it stops) is charged the checks it stopped, even where a mutation
+    found where the head runs breaks their property too: a property never observed is never credited."""
+    causes = [
+        _cause("fixed_size_buffer", ["reference_match", "row_stochastic"], kind="crash"),
+        _cause("dropout_left_on", ["row_stochastic", "determinism"]),
+    ]
+    t = tally(CHECKS, causes, {"dropout_left_on": 2})
+    assert [d.deduction for d in t.diagnosis] == [19, 2]  # determinism, which ran, is the mutation's
+    assert (t.scoring, t.score) == ("mistakes", 7 + 22 - 21)
+    alone = tally(CHECKS, [_cause("fixed_size_buffer", ["reference_match", "row_stochastic", "determinism"], "crash"),
+                           _cause("dropout_left_on", ["row_stochastic"])], {"dropout_left_on": 2})  # fmt: skip
+    assert [d.deduction for d in alone.diagnosis or []] == [None, None] and alone.score == 7  # = the per-check sum
 
 
 def test_a_cause_that_breaks_only_extra_credit_costs_nothing() -> None:
@@ -87,12 +102,14 @@ def test_no_failure_no_counting() -> None:
 
 
 def test_every_cause_of_the_error_model_and_the_library_has_a_default_price() -> None:
-    """The prices live with the causes (causes.toml, the chaff catalog); the bundled rubric overrides none."""
+    """The prices live with the causes (causes.toml, the chaff catalog); the bundled rubric overrides none. A
+    crash that depends on the input has none: it costs the points of the checks it stops."""
     oracle = load_oracle()
     defaults = prices({}, oracle)
+    unpriced = {"fixed_size_buffer", "branch_crash", "unsupported_dtype"}
     assert set(SLOT_OF) <= set(defaults)
     assert {c.id for c in known_heads("chaff")} <= set(defaults)
-    assert cause_ids() == set(defaults)
+    assert cause_ids() - unpriced == set(defaults) and not unpriced & set(defaults)
     assert load_rubric().mistakes == {}
     assert prices({"no_scaling": 1.5}, oracle) == defaults | {"no_scaling": 1.5}
 

@@ -20,24 +20,32 @@ wrong guess is worse than none.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import torch
 
-from grader.checks._base import BREACH, CASE_STOPPED, NOT_DEFINED, STOPPED
+from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
 from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
 from grader.diagnosis._bugs import snapshot as stored_bugs
 from grader.diagnosis._causes import cause, model_cause_ids
-from grader.diagnosis._known import PROBE_SEED, PROBES, Probe, Seen, indistinguishable, same, student_side
+from grader.diagnosis._known import (
+    PROBE_SEED,
+    PROBES,
+    Probe,
+    Seen,
+    attention_probes,
+    indistinguishable,
+    same,
+    student_side,
+)
 from grader.diagnosis._ladder import climb, with_mask_constant
 from grader.diagnosis._mutations import Combo, _pick
 from grader.diagnosis._naming import (
-    DTYPE_CRASH,
     LEAKY,
-    SIZE_CRASH,
     cause_ids,
     contract_cause,
     known_cause,
@@ -48,7 +56,21 @@ from grader.diagnosis._naming import (
 )
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
-from grader.head import UNDEFINED, Head, MissingFunction, StudentFailure
+from grader.diagnosis._where import (
+    ARGS,
+    ATTENTION,
+    DTYPE_CRASH,
+    Where,
+    absorbed,
+    by_dtype,
+    by_flag,
+    by_size,
+    dtype_name,
+    exception,
+    first_line,
+    inputs,
+)
+from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
 from grader.library import KnownHead, load_reference
 from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
 
@@ -73,10 +95,6 @@ __all__ = [
     "warm_diagnosis",
 ]
 
-K = TypeVar("K", int, torch.dtype)  # what a family of probes varies: the length, the dtype
-ATTENTION = "causal_self_attention"
-ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
-
 
 def diagnose(
     checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
@@ -90,9 +108,17 @@ def diagnose(
     failed = {c.id for c in failing}
     passed = {c.id for c in checks if c.status == "passed"}
     seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
-    causes = _crashes(failing, seen) + _contract(head, seen[ATTENTION], failed)
-    causes = _by_size(head, failing, causes)
-    found = _changes(head, seen[ATTENTION], passed, failed)
+    causes = _crashes(failing, seen)
+    size, where = by_size(head, failing)
+    causes = absorbed(causes, size) if size else causes
+    flag, where = by_flag(head, [c for c in failing if not size or c.id not in size.explains], where)
+    causes = absorbed(causes, flag) if flag else causes
+    # the head's other mistakes, sought where it runs (at the length it takes, in the branch that works)
+    probes = attention_probes(where.length, where.flags) if where.moved else PROBES[ATTENTION]()
+    runs = student_side(head, ATTENTION, probes) if where.moved else seen[ATTENTION]
+    contract, slips = _contract(head, probes, runs, failed, where)
+    causes += contract
+    found = _changes(head, probes, runs, passed, failed)
     if found is not None:
         combo, fitted = found
         mutations = [mutation_cause(m, fitted, failed) for m in combo]
@@ -104,11 +130,12 @@ def diagnose(
         if fn == ATTENTION and found is not None and found[0]:
             continue
         causes += [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
-    causes += _by_dtype(head, _left(failing, causes))
-    causes += _missing(failing)
+    dtype, bad = by_dtype(head, _left(failing, causes), where)
+    causes += [dtype] if dtype else []
+    causes += _missing(failing) + _uninstalled(failing)
     causes += _breaches(_left(failing, causes))
     causes += _own(_left(failing, causes))
-    return _explained(causes, failing)
+    return _explained(_one_choice(causes, slips, bad), failing)
 
 
 def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
@@ -124,7 +151,7 @@ def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> Non
 
 
 def _changes(
-    head: Head, runs: list[Seen] | None, passed: set[str], failed: set[str]
+    head: Head, probes: list[Probe], runs: list[Seen] | None, passed: set[str], failed: set[str]
 ) -> tuple[Combo, dict[str, float]] | None:
     """The mutations of the reference that reproduce the head's values (gradient probes left out: the
     error model is about values, and a head of the wrong output width cannot take the upstream); () when
@@ -134,7 +161,7 @@ def _changes(
     an additive -1e4: only the ladder then tells the constant)."""
     if runs is None:
         return None
-    pairs = [(p, s) for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" not in p.options]
+    pairs = [(p, s) for p, s in zip(probes, runs, strict=True) if "grad" not in p.options]
     probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs])
     if theirs is None:
         return None
@@ -193,37 +220,84 @@ def _named(cid: str, mutations: list[str]) -> bool:
     return any(LEAKY.get(m) == cid for m in mutations)
 
 
-def _contract(head: Head, runs: list[Seen] | None, failed: set[str]) -> list[Diagnosis]:
+Slips = dict[str, list[tuple[torch.dtype, torch.dtype]]]  # "r0" (out), "r1" (weights) -> (returned, given)
+
+
+def _contract(
+    head: Head, probes: list[Probe], runs: list[Seen] | None, failed: set[str], where: Where
+) -> tuple[list[Diagnosis], Slips]:
     """Contract breaches behind a failing interface or gradient_blocks check: the dtype the head returns
-    for float32 and float64 inputs, out and weights each, and whether its outputs carry an autograd graph."""
+    for float32 and float64 inputs, out and weights each, and whether its outputs carry an autograd graph
+    (asked where the head runs)."""
+    slips: Slips = {"r0": [], "r1": []}
     if runs is None:
-        return []
+        return [], slips
     causes = []
     if "interface" in failed:
-        slips: dict[str, list[str]] = {"r0": [], "r1": []}
         for dtype in (torch.float32, torch.float64):
-            inputs = _inputs(5, dtype, torch.Generator().manual_seed(PROBE_SEED), B=2)
+            given = inputs(where.length or 5, dtype, torch.Generator().manual_seed(PROBE_SEED), B=2)
             try:
-                _, tensors = head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED)
+                _, tensors = head.probe(ATTENTION, ARGS, given, seed=PROBE_SEED, kwargs=where.kwargs())
             except StudentFailure:
                 continue
             for k, t in tensors.items():
                 if k in slips and t.dtype.is_floating_point and t.dtype != dtype:
-                    slips[k].append(f"{_dtype(t.dtype)} for {_dtype(dtype)} inputs")
+                    slips[k].append((t.dtype, dtype))
         for k, cid in (("r0", "output_dtype"), ("r1", "weights_dtype")):
             if slips[k]:
-                causes.append(contract_cause(cid, " and ".join(slips[k]), ["interface"]))
-    graph = [s for p, s in zip(PROBES[ATTENTION](), runs, strict=True) if "grad" in p.options and not s.error]
+                causes.append(contract_cause(cid, _slipped(slips[k]), ["interface"]))
+    graph = [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
     problems = [str((s.shape.get("grads") or {}).get("problem", "")) for s in graph]
     # out itself carries no graph (NumPy, .detach() of the result); detached weights alone leave out
     # differentiable through the values, a gradient cut that the known bugs name
     if "gradient_blocks" in failed and any(p.startswith("output 0 is not differentiable") for p in problems):
         causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
+    return causes, slips
+
+
+def _slipped(slips: list[tuple[torch.dtype, torch.dtype]]) -> str:
+    """'float64 for float32 inputs and float32 for float64 inputs'."""
+    return " and ".join(f"{dtype_name(returned)} for {dtype_name(given)} inputs" for returned, given in slips)
+
+
+OUTSIDE_TORCH = "computed_outside_torch"
+IN_FLOAT32 = "computed_in_float32"
+
+
+def _one_choice(causes: list[Diagnosis], slips: Slips, bad: str) -> list[Diagnosis]:
+    """One decision that shows in several ways, named once (issue 24, family 5): computing outside torch (no
+    autograd graph beside NumPy's float64 results for float32 inputs or a dtype it cannot take), or computing
+    in float32 (a float32 softmax beside float32 results for float64 inputs). ``bad``: the dtypes the head
+    raised for."""
+    ids = {c.id for c in causes}
+    returned = {k: [r for r, _ in s] for k, s in slips.items()}
+    if "no_autograd_graph" in ids and (torch.float64 in returned["r0"] + returned["r1"] or DTYPE_CRASH in ids):
+        parts = ["no_autograd_graph", "output_dtype", "weights_dtype", DTYPE_CRASH]
+        said = ["no autograd graph"] + _dtype_slips(slips) + ([f"no {bad} inputs"] if DTYPE_CRASH in ids else [])
+        return _merged(causes, OUTSIDE_TORCH, parts, said)
+    if "softmax_in_float32" in ids and torch.float32 in returned["r0"] + returned["r1"]:
+        said = ["float32 accuracy in float64 results", *_dtype_slips(slips)]
+        return _merged(causes, IN_FLOAT32, ["softmax_in_float32", "output_dtype", "weights_dtype"], said)
     return causes
 
 
-def _dtype(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+def _dtype_slips(slips: Slips) -> list[str]:
+    """'out and the weights returned as float64 for float32 inputs', or each on its own."""
+    if slips["r0"] and slips["r0"] == slips["r1"]:
+        return [f"out and the weights returned as {_slipped(slips['r0'])}"]
+    what = {"r0": "out", "r1": "the weights"}
+    return [f"{what[k]} returned as {_slipped(s)}" for k, s in slips.items() if s]
+
+
+def _merged(causes: list[Diagnosis], cid: str, parts: list[str], said: list[str]) -> list[Diagnosis]:
+    """``causes`` with ``parts`` replaced by the one cause ``cid`` where the first of them stood."""
+    mine = [c for c in causes if c.id in parts]
+    explains = sorted({x for c in mine for x in c.explains})
+    detail = next((c.detail for c in mine if c.detail), None)
+    title, hint, cites = cause(cid).words(consequences=", ".join(said))
+    one = Diagnosis(id=cid, title=title, hint=hint, cites=cites, kind="contract", explains=explains, detail=detail)
+    at = causes.index(mine[0])
+    return [c for c in causes[:at] if c.id not in parts] + [one] + [c for c in causes[at:] if c.id not in parts]
 
 
 def _known(theirs: list[Seen] | None, function: str, bugs: Bugs) -> list[Bug]:
@@ -235,16 +309,6 @@ def _known(theirs: list[Seen] | None, function: str, bugs: Bugs) -> list[Bug]:
     return [b for b in candidates if not all(s.error for s in bugs.answers(b)) and same(theirs, bugs.answers(b))]
 
 
-def _first_line(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
-def _exception(line: str) -> str:
-    """'NotImplementedError' from 'NotImplementedError: ...'; the whole line when it names no exception."""
-    name = line.split(":", 1)[0].strip()
-    return name if name.isidentifier() and ":" in line else line
-
-
 def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> list[Diagnosis]:
     """One cause per distinct student failure that stopped checks: a function that fails on every probe,
     or one message shared by several stopped checks."""
@@ -253,13 +317,13 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
     by_error: dict[str, list[str]] = {}
     details: dict[str, str] = {}
     for fn, runs in seen.items():
-        if runs and all(s.error for s in runs) and _first_line(runs[0].message):
-            line = _first_line(runs[0].message)
+        if runs and all(s.error for s in runs) and first_line(runs[0].message):
+            line = first_line(runs[0].message)
             by_error.setdefault(line, []).append(fn)
             details.setdefault(line, runs[0].message)
     for c in stopped:
-        line = _first_line(c.message.removeprefix(STOPPED))
-        if line not in by_error and sum(_first_line(o.message.removeprefix(STOPPED)) == line for o in stopped) > 1:
+        line = first_line(c.message.removeprefix(STOPPED))
+        if line not in by_error and sum(first_line(o.message.removeprefix(STOPPED)) == line for o in stopped) > 1:
             by_error[line] = []
             details[line] = c.message.removeprefix(STOPPED).split("\nReproduce:")[0]
     causes = []
@@ -271,7 +335,7 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
         stub = line.startswith("NotImplementedError") and len(fns) == 1  # the template's
         cid = f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}"
         title, hint, cites = cause(cid).words(
-            "stub" if stub else None, who=who, exception=_exception(line), checks=n_checks(len(explains))
+            "stub" if stub else None, who=who, exception=exception(line), checks=n_checks(len(explains))
         )
         causes.append(
             Diagnosis(
@@ -279,132 +343,6 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
             )
         )
     return causes
-
-
-SIZES = (1, 2, 3, 4, 5, 8, 16, 32, 64, 127, 128, 129, 255, 256, 257, 512)
-LONG = 1024  # the performance check's length: probed only when that check crashed
-
-
-def _crash_name(check: CheckResult) -> str | None:
-    """The exception that stopped ``check`` (or one of its cases), as the message names it."""
-    for prefix in (STOPPED, CASE_STOPPED):
-        if prefix in check.message:
-            return _exception(_first_line(check.message.split(prefix, 1)[1]))
-    return None
-
-
-def _by_size(head: Head, failing: list[CheckResult], causes: list[Diagnosis]) -> list[Diagnosis]:
-    """``causes`` with the crashes that depend on the sequence length merged into one cause: the head
-    probed at lengths 1 to 512 (and 1024 when the performance check crashed) raises at some and not others."""
-    crashed = {c.id: name for c in failing if (name := _crash_name(c)) is not None}
-    if not crashed:
-        return causes
-    g = torch.Generator().manual_seed(PROBE_SEED)
-    lengths = SIZES + ((LONG,) if "performance" in crashed else ())
-    split = _split(head, {T: _inputs(T, torch.float64, g) for T in lengths}, crashed)
-    if split is None:
-        return causes
-    raised, worked, name, explains = split
-    where = _lengths(sorted(raised), worked)
-    first = min(raised)
-    entry = cause(SIZE_CRASH)
-    what = (
-        entry.phrase("long_only", long=LONG)
-        if explains == ["performance"]
-        else entry.phrase("stopped", checks=n_checks(len(explains)))
-    )
-    title, hint, cites = entry.words(
-        function=ATTENTION,
-        exception=name,
-        where=where,
-        what=what,
-        worked=", ".join(map(str, worked[:6])) + (", ..." if len(worked) > 6 else ""),
-        first=first,
-        error=_first_line(raised[first]),
-    )
-    size_cause = Diagnosis(
-        id=SIZE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-    )
-    kept = []
-    for c in causes:  # the message-grouped crashes it covers go (their messages differed only by the length)
-        if c.kind == "crash":
-            c = c.model_copy(update={"explains": [x for x in c.explains if x not in explains]})
-            if not c.explains:
-                continue
-        kept.append(c)
-    return [size_cause, *kept]
-
-
-DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def _by_dtype(head: Head, unexplained: list[CheckResult]) -> list[Diagnosis]:
-    """One cause for the crashes that depend on the input dtype alone: the head probed at T = 5 in each
-    floating dtype raises in some and not others (a NumPy head has no bfloat16)."""
-    crashed = {c.id: name for c in unexplained if (name := _crash_name(c)) is not None}
-    if not crashed:
-        return []
-    split = _split(head, {d: _inputs(5, d, torch.Generator().manual_seed(PROBE_SEED)) for d in DTYPES}, crashed)
-    if split is None:
-        return []
-    raised, worked, name, explains = split
-    bad, good = " and ".join(_dtype(d) for d in raised), ", ".join(_dtype(d) for d in worked)
-    first = next(iter(raised))
-    title, hint, cites = cause(DTYPE_CRASH).words(
-        function=ATTENTION,
-        exception=name,
-        bad=bad,
-        good=good,
-        checks=n_checks(len(explains)),
-        error=_first_line(raised[first]),
-    )
-    return [
-        Diagnosis(
-            id=DTYPE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-        )
-    ]
-
-
-def _inputs(T: int, dtype: torch.dtype, g: torch.Generator, B: int = 1) -> dict[str, torch.Tensor]:
-    """A small random input of the head (d = 4, d_k = 3, d_v = 2) in ``dtype``, drawn in float64."""
-    shapes = {"X": (B, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
-    return {n: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype) for n, shape in shapes.items()}
-
-
-def _split(
-    head: Head, probes: dict[K, dict[str, torch.Tensor]], crashed: dict[str, str]
-) -> tuple[dict[K, str], list[K], str, list[str]] | None:
-    """The head on each probe: where it raised (with the message), where it worked, the exception raised most
-    often, and the crashed checks that exception explains; None unless it both raised and worked (or when it
-    hung or lacks the function)."""
-    raised: dict[K, str] = {}
-    worked: list[K] = []
-    for key, inputs in probes.items():
-        try:
-            head.probe(ATTENTION, ARGS, inputs, seed=PROBE_SEED, kwargs={"causal": {"v": True}})
-            worked.append(key)
-        except MissingFunction:
-            return None
-        except StudentFailure as exc:
-            if exc.status == "timeout":
-                return None
-            raised[key] = exc.message
-    if not raised or not worked:
-        return None
-    name = Counter(_exception(_first_line(m)) for m in raised.values()).most_common(1)[0][0]
-    explains = sorted(cid for cid, n in crashed.items() if n == name)
-    return (raised, worked, name, explains) if explains else None
-
-
-def _lengths(raised: list[int], worked: list[int]) -> str:
-    """Where the head raises, in words: 'for every T ≠ 128', 'for every T > 256', or the lengths."""
-    if len(worked) == 1:
-        return f"for every T ≠ {worked[0]}"
-    if max(worked) < min(raised):
-        return f"for every T > {max(worked)}" + (f" (tried up to {max(raised)})" if max(raised) == LONG else "")
-    if min(worked) > max(raised):
-        return f"for every T < {min(worked)}"
-    return "at T = " + ", ".join(map(str, raised))
 
 
 # Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
@@ -436,10 +374,40 @@ def _missing(failing: list[CheckResult]) -> list[Diagnosis]:
     ]
 
 
+_USES = re.compile(  # the message of a function left out for want of a package (grader.head.MissingFunction)
+    r"`(?P<name>\w+)` uses (?P<package>[\w.]+)" + re.escape(UNINSTALLED) + r"(?P<advice>[^\n]*?)\.?(\n|$)"
+)
+
+
+def _uninstalled(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause per package the grader lacks that a contract function needs (it was left out, so the checks
+    that needed it could not run): named with the functions it costs and what to use instead."""
+    names: dict[str, dict[str, None]] = {}  # package -> the functions that need it, in order
+    stopped: dict[str, dict[str, None]] = {}  # package -> the checks it stopped
+    advice: dict[str, str] = {}
+    for c in failing:
+        for m in _USES.finditer(c.message):
+            names.setdefault(m["package"], {})[m["name"]] = None
+            stopped.setdefault(m["package"], {})[c.id] = None
+            advice.setdefault(m["package"], m["advice"])
+    causes = []
+    for package, explains in ((p, list(ids)) for p, ids in stopped.items()):
+        title, hint, cites = cause(f"package:{package}").words(
+            names=", ".join(f"`{n}`" for n in names[package]),
+            package=package,
+            checks=n_checks(len(explains)),
+            advice=advice[package],
+        )
+        causes.append(
+            Diagnosis(id=f"package:{package}", title=title, hint=hint, cites=cites, kind="contract", explains=explains)
+        )
+    return causes
+
+
 def _breaches(failing: list[CheckResult]) -> list[Diagnosis]:
     """One cause for the checks that stopped on what the head returns (a single tensor instead of (out,
     weights), a wrong shape or type), named by the most common of their messages."""
-    lines = {c.id: _first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
+    lines = {c.id: first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
     if not lines:
         return []
     line = Counter(lines.values()).most_common(1)[0][0]
@@ -451,7 +419,7 @@ def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
     out = []
     for c in unexplained:
         if c.id in SELF_CONTAINED:
-            title, hint, cites = cause(f"own:{c.id}").words(check=c.id, observed=_first_line(c.message), cites=c.cites)
+            title, hint, cites = cause(f"own:{c.id}").words(check=c.id, observed=first_line(c.message), cites=c.cites)
             out.append(
                 Diagnosis(id=f"own:{c.id}", title=title[:160], hint=hint, cites=cites, kind="own", explains=[c.id])
             )
@@ -459,15 +427,19 @@ def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
 
 
 def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:
-    """A check stopped by a crash belongs to the crash alone; causes that explain nothing left stay listed
-    (a mutation can be real even when no failing check of its own is in this rubric)."""
+    """A check stopped by a crash belongs to the crash, and to a mutation or a contract breach found where the
+    head runs that breaks its property (the grade charges it to the crash: it was never observed); to no other
+    cause. Causes that
+    explain nothing left stay listed (a mutation can be real even when no failing check of its own is in this
+    rubric)."""
     crashed = {cid for c in causes if c.kind == "crash" for cid in c.explains}
     out, ids = [], set()
     for c in causes:
         if c.id in ids:
             continue
         ids.add(c.id)
-        keep = c.explains if c.kind == "crash" else [x for x in c.explains if x not in crashed]
+        found_where_it_runs = c.kind in ("crash", "mutation", "contract")
+        keep = c.explains if found_where_it_runs else [x for x in c.explains if x not in crashed]
         out.append(c.model_copy(update={"explains": keep}))
     return out
 

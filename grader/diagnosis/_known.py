@@ -59,8 +59,11 @@ class Seen:
 # ---- probes --------------------------------------------------------------------------------------
 
 
-def _attention_probes() -> list[Probe]:
+def attention_probes(length: int | None = None, flags: tuple[bool, ...] = (True, False)) -> list[Probe]:
+    """The head's probes; ``length``: every sequence that long instead (where a head with a buffer of fixed
+    length runs), ``flags``: only the calls with these values of causal (where one branch raises)."""
     g = torch.Generator().manual_seed(PROBE_SEED)
+    T, T_other = (length, length) if length else (5, 4)
 
     def inputs(scale: float, B: int = 2, T: int = 5, d: int = 4, d_k: int = 3, d_v: int = 2) -> dict[str, torch.Tensor]:
         # d, d_k and d_v distinct; B = 2 couples nothing in a right head
@@ -71,25 +74,26 @@ def _attention_probes() -> list[Probe]:
         }
         return {"X": X, **W}
 
-    base, large = inputs(1.0), inputs(300.0)  # large: scores of order 1e5, far past exp's range
-    other = inputs(1.0, B=1, T=4, d=6, d_k=2, d_v=3)  # other widths: a constant is not a formula
+    base, large = inputs(1.0, T=T), inputs(300.0, T=T)  # large: scores of order 1e5, far past exp's range
+    other = inputs(1.0, B=1, T=T_other, d=6, d_k=2, d_v=3)  # other widths: a constant is not a formula
     other["X"][0, 1] = 0.0  # a zero token: its scores are exactly 0, which a mask read off the values mistakes
-    upstream = {"u_out": torch.randn(2, 5, 2, generator=g, dtype=torch.float64),
-                "u_w": torch.randn(2, 5, 5, generator=g, dtype=torch.float64)}  # fmt: skip
+    upstream = {"u_out": torch.randn(2, T, 2, generator=g, dtype=torch.float64),
+                "u_w": torch.randn(2, T, T, generator=g, dtype=torch.float64)}  # fmt: skip
     args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
     grad = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {"0": "u_out", "1": "u_w"}}
 
     def kw(causal: bool) -> dict[str, Any]:
         return {"kwargs": {"causal": {"v": causal}}}
 
-    return [
+    probes = [
         Probe(args, base, {**kw(True), "return_inputs": True}),
         Probe(args, base, kw(False)),
-        Probe(args, {**base, **upstream}, {**kw(True), "grad": grad}),
+        Probe(args, {**base, **upstream}, {**kw(flags[0]), "grad": grad}),
         Probe(args, large, kw(True), huge=True),
         Probe(args, large, kw(False), huge=True),
         Probe(args, other, kw(True)),
     ]
+    return [p for p in probes if p.options["kwargs"]["causal"]["v"] in flags]
 
 
 def _kernel_probes() -> list[Probe]:
@@ -136,7 +140,7 @@ def _qk_kernel(seen: Seen) -> Seen:
 
 
 PROBES: dict[str, Callable[[], list[Probe]]] = {
-    "causal_self_attention": _attention_probes,
+    "causal_self_attention": attention_probes,
     "gaussian_positional_weights": _kernel_probes,
     "gaussian_positional_qk": _kernel_probes,
     "score_scale_statistics": _statistics_probes,

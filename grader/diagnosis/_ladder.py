@@ -8,7 +8,8 @@ scores 0 and -1: it masks while G is below |m| by more than exp's range (about 7
 above |m| by as much; within that window both weights are positive, and they fix m exactly (and whether
 it is written into the scores or added to them). The first rung spaces G by quarter decades from 1 to
 1e300; each later one puts :data:`LEVELS` levels between the last that masked and the first that leaked,
-until one lands in the window or float64 cannot tell the two apart.
+until one lands in the window or float64 cannot tell the two apart. Dropout left on (the head's own draw,
+the same on every call) only hides the levels where it dropped every weight that had one.
 """
 
 from __future__ import annotations
@@ -78,10 +79,17 @@ def climb(ask: Callable[[Probe], Seen | None], combo: Combo, fitted: dict[str, f
         if seen is None or seen.error or "r1" not in seen.values or seen.values["r1"].shape != (len(levels), 3, 3):
             return Climb()
         found.rungs.append((probe, seen))
-        allowed = seen.values["r1"][:, 0, 0].double()  # the first query's weight on its only allowed key
-        if not bool(torch.isfinite(allowed).all()):
+        first = seen.values["r1"][:, 0].double()  # (levels, 3): the first query's weights
+        if not bool(torch.isfinite(first).all()):
             return Climb()
-        masked, leaked = allowed == 1, allowed == 0
+        # its only allowed key, and the future ones; a level where dropout dropped every weight that had one
+        # (both are 0) says nothing, and the bracket is read off the others
+        allowed, future = first[:, 0], first[:, 1:].sum(-1)
+        seen_at = (allowed > 0) | (future > 0)
+        if not bool(seen_at.any()):
+            return Climb()
+        levels, allowed, future = levels[seen_at], allowed[seen_at], future[seen_at]
+        masked, leaked = future == 0, allowed == 0
         k = int((~masked).long().argmax()) if not bool(masked.all()) else len(levels)
         if bool((~masked & ~leaked).any()):  # a level in the window: it fixes the constant
             found.lo, found.hi = (float(levels[k - 1]), float(levels[k])) if k > 0 else (None, None)
@@ -110,7 +118,7 @@ def with_mask_constant(
 ) -> tuple[Combo, dict[str, float]] | None:
     """``combo`` with its mask replaced by a finite constant, filled or added, that reproduces the head on
     the ladder (within :data:`LADDER`) and on the search's probes (exactly); None when neither form does."""
-    if not ladder.rungs or _pick(combo, "mask") is not None or _pick(combo, "randomness") is not None:
+    if not ladder.rungs or _pick(combo, "mask") is not None:
         return None
     presets: list[dict[str, float]] = [{}]
     if ladder.lo is not None and ladder.hi is not None:

@@ -17,8 +17,6 @@ from grader.diagnosis._mutations import FITTED
 from grader.models import Diagnosis
 from grader.oracle import Oracle, load_oracle
 
-SIZE_CRASH = "fixed_size_buffer"  # a crash at some sequence lengths only: a buffer of fixed length
-DTYPE_CRASH = "unsupported_dtype"  # a crash for some input dtypes only (NumPy has no bfloat16)
 # A fitted mask constant of magnitude below this leaks at ordinary scores (float64's exp underflows only past
 # -745): it gets the "leaky" id, priced as the broken mask it is; a larger one masks exactly at ordinary scores
 # and fails only at huge scores or in low precision (the "weak" id of the search).

@@ -1,0 +1,227 @@
+"""Crashes that depend on the input, and where the head does run (issue 24, families 2, 3 and 8).
+
+A head that raises for some inputs only has one mistake, not one per check it stopped: a buffer of fixed
+length (it raises for every T != 128), a branch of an argument (it raises whenever causal=True), a dtype it
+cannot take (NumPy has no bfloat16). Each is found by probing the head at the lengths, flag values or dtypes
+in question, and is one cause explaining every check the same exception stopped. Its price is what it stops:
+a property that was never observed is never credited (the cause has no default price, so it costs the
+points of the checks it explains).
+
+Such a crash must not hide the head's other mistakes: :class:`Where` says where the head does run (a length,
+the flag values), and the diagnosis probes it there (``_known.attention_probes``) to name them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+from grader.checks._base import CASE_STOPPED, STOPPED
+from grader.diagnosis._causes import cause
+from grader.diagnosis._known import PROBE_SEED
+from grader.diagnosis._naming import n_checks
+from grader.head import Head, MissingFunction, StudentFailure
+from grader.models import CheckResult, Diagnosis
+
+K = TypeVar("K", bound=Hashable)  # what a family of probes varies: the length, the flag, the dtype
+ATTENTION = "causal_self_attention"
+ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
+SIZE_CRASH = "fixed_size_buffer"  # a crash at some sequence lengths only: a buffer of fixed length
+FLAG_CRASH = "branch_crash"  # a crash for one value of the causal flag only: one branch raises
+DTYPE_CRASH = "unsupported_dtype"  # a crash for some input dtypes only (NumPy has no bfloat16)
+SIZES = (1, 2, 3, 4, 5, 8, 16, 32, 64, 127, 128, 129, 255, 256, 257, 512)
+LONG = 1024  # the performance check's length: probed only when that check crashed
+PROBE_LENGTHS = (4, 5)  # the lengths of the diagnosis's own probes (_known.attention_probes)
+DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the head runs: the length of every probe (None: the probes' own) and the causal flags it takes."""
+
+    length: int | None = None
+    flags: tuple[bool, ...] = (True, False)
+
+    @property
+    def moved(self) -> bool:
+        return self.length is not None or self.flags != (True, False)
+
+    def kwargs(self) -> dict[str, Any]:
+        """The causal flag of a single probe made here."""
+        return {"causal": {"v": self.flags[0]}}
+
+
+def first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def exception(line: str) -> str:
+    """'NotImplementedError' from 'NotImplementedError: ...'; the whole line when it names no exception."""
+    name = line.split(":", 1)[0].strip()
+    return name if name.isidentifier() and ":" in line else line
+
+
+def crash_name(check: CheckResult) -> str | None:
+    """The exception that stopped ``check`` (or one of its cases), as the message names it."""
+    for prefix in (STOPPED, CASE_STOPPED):
+        if prefix in check.message:
+            return exception(first_line(check.message.split(prefix, 1)[1]))
+    return None
+
+
+def inputs(T: int, dtype: torch.dtype, g: torch.Generator, B: int = 1) -> dict[str, torch.Tensor]:
+    """A small random input of the head (d = 4, d_k = 3, d_v = 2) in ``dtype``, drawn in float64."""
+    shapes = {"X": (B, T, 4), "W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 2)}
+    return {n: torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype) for n, shape in shapes.items()}
+
+
+def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, Where]:
+    """The crash that depends on the sequence length, and the length to probe the head at instead: the head
+    probed at lengths 1 to 512 (and 1024 when the performance check crashed) raises at some and not others."""
+    crashed = _crashed(failing)
+    if not crashed:
+        return None, Where()
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    lengths = SIZES + ((LONG,) if "performance" in crashed else ())
+    split = _split(head, {T: (inputs(T, torch.float64, g), True) for T in lengths}, crashed)
+    if split is None:
+        return None, Where()
+    raised, worked, name, explains = split
+    where = _lengths(sorted(raised), worked)
+    first = min(raised)
+    entry = cause(SIZE_CRASH)
+    what = (
+        entry.phrase("long_only", long=LONG)
+        if explains == ["performance"]
+        else entry.phrase("stopped", checks=n_checks(len(explains)))
+    )
+    title, hint, cites = entry.words(
+        function=ATTENTION,
+        exception=name,
+        where=where,
+        what=what,
+        worked=", ".join(map(str, worked[:6])) + (", ..." if len(worked) > 6 else ""),
+        first=first,
+        error=first_line(raised[first]),
+    )
+    found = Diagnosis(
+        id=SIZE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
+    )
+    runs_there = set(PROBE_LENGTHS) <= set(worked)
+    return found, Where() if runs_there else Where(length=min(worked, key=lambda T: (abs(T - 5), T)))
+
+
+def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, Where]:
+    """The crash of one branch of the causal flag: the head raises for causal=True and not for causal=False,
+    or the other way round; and where it runs then (the other branch)."""
+    crashed = _crashed(unexplained)
+    if not crashed:
+        return None, where
+    T = where.length or 5
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    split = _split(head, {flag: (inputs(T, torch.float64, g, B=2), flag) for flag in (True, False)}, crashed)
+    if split is None:
+        return None, where
+    raised, worked, name, explains = split
+    [flag] = raised
+    title, hint, cites = cause(FLAG_CRASH).words(
+        function=ATTENTION,
+        exception=name,
+        flag=flag,
+        other=not flag,
+        checks=n_checks(len(explains)),
+        error=first_line(raised[flag]),
+    )
+    found = Diagnosis(
+        id=FLAG_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[flag]
+    )
+    return found, Where(where.length, tuple(worked))
+
+
+def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, str]:
+    """The crash that depends on the input dtype alone, and the dtypes it raises for: the head probed in each
+    floating dtype (where it runs otherwise) raises in some and not others (a NumPy head has no bfloat16)."""
+    crashed = _crashed(unexplained)
+    if not crashed:
+        return None, ""
+    T, flag = where.length or 5, where.flags[0]
+    calls = {d: (inputs(T, d, torch.Generator().manual_seed(PROBE_SEED)), flag) for d in DTYPES}
+    split = _split(head, calls, crashed)
+    if split is None:
+        return None, ""
+    raised, worked, name, explains = split
+    bad, good = " and ".join(dtype_name(d) for d in raised), ", ".join(dtype_name(d) for d in worked)
+    first = next(iter(raised))
+    title, hint, cites = cause(DTYPE_CRASH).words(
+        function=ATTENTION,
+        exception=name,
+        bad=bad,
+        good=good,
+        checks=n_checks(len(explains)),
+        error=first_line(raised[first]),
+    )
+    found = Diagnosis(
+        id=DTYPE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
+    )
+    return found, bad
+
+
+def absorbed(causes: list[Diagnosis], crash: Diagnosis) -> list[Diagnosis]:
+    """``causes`` without what ``crash`` explains in their message-grouped crashes (their messages differed
+    only by the input), ``crash`` first."""
+    kept = []
+    for c in causes:
+        if c.kind == "crash":
+            c = c.model_copy(update={"explains": [x for x in c.explains if x not in crash.explains]})
+            if not c.explains:
+                continue
+        kept.append(c)
+    return [crash, *kept]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _crashed(failing: list[CheckResult]) -> dict[str, str]:
+    return {c.id: name for c in failing if (name := crash_name(c)) is not None}
+
+
+def _split(
+    head: Head, calls: dict[K, tuple[dict[str, torch.Tensor], bool]], crashed: dict[str, str]
+) -> tuple[dict[K, str], list[K], str, list[str]] | None:
+    """The head on each call (inputs, causal flag): where it raised (with the message), where it worked, the
+    exception raised most often, and the crashed checks that exception explains; None unless it both raised
+    and worked (or when it hung or lacks the function)."""
+    raised: dict[K, str] = {}
+    worked: list[K] = []
+    for key, (tensors, causal) in calls.items():
+        try:
+            head.probe(ATTENTION, ARGS, tensors, seed=PROBE_SEED, kwargs={"causal": {"v": causal}})
+            worked.append(key)
+        except MissingFunction:
+            return None
+        except StudentFailure as exc:
+            if exc.status == "timeout":
+                return None
+            raised[key] = exc.message
+    if not raised or not worked:
+        return None
+    name = Counter(exception(first_line(m)) for m in raised.values()).most_common(1)[0][0]
+    explains = sorted(cid for cid, n in crashed.items() if n == name)
+    return (raised, worked, name, explains) if explains else None
+
+
+def _lengths(raised: list[int], worked: list[int]) -> str:
+    """Where the head raises, in words: 'for every T ≠ 128', 'for every T > 256', or the lengths."""
+    if len(worked) == 1:
+        return f"for every T ≠ {worked[0]}"
+    if max(worked) < min(raised):
+        return f"for every T > {max(worked)}" + (f" (tried up to {max(raised)})" if max(raised) == LONG else "")
+    if min(worked) > max(raised):
+        return f"for every T < {min(worked)}"
+    return "at T = " + ", ".join(map(str, raised))
