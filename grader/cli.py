@@ -215,11 +215,9 @@ def _write_outputs(
 
 
 def _print(result: GradeResult, *, quiet: bool) -> None:
-    from rich.console import Console
+    from grader.report.terminal import render_terminal, summary_console
 
-    from grader.report.terminal import render_terminal
-
-    console = Console(stderr=False, highlight=False)
+    console = summary_console()
 
     if quiet:
         console.print(f"{result.score:g} / {result.max_score:g}")
