@@ -9,6 +9,10 @@ reflows the text after it is written, so every line is laid out whole at ``COLUM
 :data:`WIDE`): a check's row keeps its citation in one piece (beside the row, or alone on the next line
 when the row would pass the width), messages wrap at words with their indent and no trailing spaces, and
 a line holding a command (``Reproduce: grade ...``) is never cut, so it can be copied as it stands.
+
+A notebook cell's ``!grade`` is a terminal to the grader (IPython runs the command in an 80-column
+pseudo-terminal that nothing resizes, with ``FORCE_COLOR`` set) but lands in the cell: it gets the
+line layout, in colour. The kernel's environment says so (:func:`in_notebook_cell`).
 """
 
 from __future__ import annotations
@@ -37,11 +41,26 @@ STATUS_WIDTH, POINTS_WIDTH = 9, 11
 COMMAND = "Reproduce: "  # a line holding it ends with a command: never wrapped outside a terminal
 
 
+def in_notebook_cell() -> bool:
+    """Whether this process runs under a notebook's kernel (``!grade`` in a cell), from what the kernel
+    leaves in its children's environment: jupyter_client's ``JPY_PARENT_PID``, ipykernel's inline
+    matplotlib backend (VS Code and Colab run ipykernel too)."""
+    return "JPY_PARENT_PID" in os.environ or "backend_inline" in os.environ.get("MPLBACKEND", "")
+
+
+def table_layout(console: Console) -> bool:
+    """The terminal's table, or whole lines (a notebook cell, a log, a pipe, a file)."""
+    return console.is_terminal and not in_notebook_cell()
+
+
 def summary_console(file: IO[str] | None = None) -> Console:
     """The console the summary is printed on: a terminal keeps its own width; elsewhere the width is
-    ``COLUMNS`` when set (rich reads it), else :data:`WIDE`, never rich's 80 columns of a pipe."""
-    console = Console(file=file, highlight=False)
-    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+    ``COLUMNS`` when set (rich reads it), else :data:`WIDE`, never the 80 columns rich assumes for a pipe
+    or IPython gives ``!grade``. Text for a ``file`` is plain text kept for later (``check()``'s summary):
+    no terminal, whatever ``FORCE_COLOR`` says, and no notebook display, even in a kernel."""
+    plain = {"force_terminal": False, "force_jupyter": False} if file is not None else {}
+    console = Console(file=file, highlight=False, **plain)  # type: ignore[arg-type]
+    if not table_layout(console) and not os.environ.get("COLUMNS", "").strip().isdigit():
         console.width = WIDE
     return console
 
@@ -82,11 +101,11 @@ def check_lines(check: CheckResult, *, id_width: int, withheld: bool, width: int
     return [row, Text.assemble(" " * column, cites)]
 
 
-def _line(console: Console, text: Text, indent: int = 0) -> None:
-    """One line of the summary, ``indent`` columns in. A terminal wraps it itself (an indented line in a
-    padded box); elsewhere it is wrapped at words with its indent and no trailing spaces, and a line
-    holding a command is left whole."""
-    if console.is_terminal:
+def _line(console: Console, text: Text, indent: int = 0, *, table: bool) -> None:
+    """One line of the summary, ``indent`` columns in. The table layout lets rich wrap it (an indented
+    line in a padded box); the line layout wraps it at words with its indent and no trailing spaces, and
+    leaves a line holding a command whole."""
+    if table:
         console.print(Padding(text, (0, 0, 0, indent), expand=False) if indent else text)
         return
     pieces = [text] if COMMAND in text.plain else text.wrap(console, max(console.width - indent, 20))
@@ -95,51 +114,53 @@ def _line(console: Console, text: Text, indent: int = 0) -> None:
         console.print(Text.assemble(" " * indent, piece), soft_wrap=True)
 
 
-def _indented(console: Console, text: Text) -> None:
-    _line(console, text, INDENT)
+def _indented(console: Console, text: Text, *, table: bool) -> None:
+    _line(console, text, INDENT, table=table)
 
 
-def _causes(result: GradeResult, console: Console) -> None:
+def _causes(result: GradeResult, console: Console, *, table: bool) -> None:
     """The root causes first: the sentence, then each cause with its hint and the checks it explains."""
     sentence = wording.causes_sentence(result)
     if sentence:
-        _line(console, Text(sentence, "bold yellow"))
+        _line(console, Text(sentence, "bold yellow"), table=table)
     for d in result.diagnosis:
-        _line(console, Text(wording.cause_heading(result, d.id), "yellow"))
+        _line(console, Text(wording.cause_heading(result, d.id), "yellow"), table=table)
         for line in (d.hint, wording.explains_line(result, d.id), *(d.detail or "").splitlines()):
             if line:
-                _indented(console, Text(line))
+                _indented(console, Text(line), table=table)
 
 
 def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool = False) -> None:
     """Print the summary of ``result`` to ``console``: root causes, then one line per check."""
     id_width = max((len(c.id) for c in result.checks), default=1)
-    _line(console, Text(f"{result.rubric}: {result.submission} (seed {result.seed})", "bold"))
+    table = table_layout(console)
+    _line(console, Text(f"{result.rubric}: {result.submission} (seed {result.seed})", "bold"), table=table)
     for note in result.notes:
-        _line(console, Text(f"Note: {note}", "dim"))
-    _causes(result, console)
+        _line(console, Text(f"Note: {note}", "dim"), table=table)
+    _causes(result, console, table=table)
     for check in result.checks:
         withheld = wording.is_withheld(check, show_hidden=show_hidden)
-        if console.is_terminal:
+        if table:
             console.print(check_row(check, id_width=id_width, withheld=withheld))
         else:
-            for line in check_lines(check, id_width=id_width, withheld=withheld, width=console.width):
-                console.print(line, soft_wrap=True)
+            for row in check_lines(check, id_width=id_width, withheld=withheld, width=console.width):
+                console.print(row, soft_wrap=True)
         if withheld:
             continue
         crash = wording.stopped_by(result, check)
         if crash is not None:  # the crash is printed once, with the causes; here only a pointer
             number = wording.cause_numbers(result)[crash]
-            _indented(console, Text(f"Could not run: see cause ({number}) above. {COMMAND}{check.reproduce}"))
+            pointer = f"Could not run: see cause ({number}) above. {COMMAND}{check.reproduce}"
+            _indented(console, Text(pointer), table=table)
         elif wording.is_problem(check) or check.status == "skipped":
             style = "" if wording.is_problem(check) else "dim"
             for line in check.message.splitlines():  # line by line: a multi-line Text pads every line to the longest
-                _indented(console, Text(line, style))
+                _indented(console, Text(line, style), table=table)
             if wording.pointer(result, check):
-                _indented(console, Text(wording.pointer(result, check) or "", "yellow"))
+                _indented(console, Text(wording.pointer(result, check) or "", "yellow"), table=table)
         for note in check.notes:
-            _indented(console, Text(f"Note: {note}", "dim"))
+            _indented(console, Text(f"Note: {note}", "dim"), table=table)
     counted = wording.scoring_line(result)
     if counted:  # just above the score line, which stays last (tools and --watch read it)
-        _line(console, Text(counted, "bold" if result.scoring == "mistakes" else "dim"))
-    _line(console, Text(wording.score_line(result), "bold"))
+        _line(console, Text(counted, "bold" if result.scoring == "mistakes" else "dim"), table=table)
+    _line(console, Text(wording.score_line(result), "bold"), table=table)
