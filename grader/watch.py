@@ -85,6 +85,20 @@ def change_line(before: GradeResult | None, after: GradeResult) -> str:
     return f"Since the last run: {listed}; score {fmt_points(before.score)} -> {fmt_points(after.score)}"
 
 
+def warm_up(pool: WorkerPool) -> Callable[[Callable[[], bool]], None]:
+    """A session's warm-up (see :class:`Session`) for grades on ``pool``: its second zygote (grades take
+    the pool's two slots in turn) and the first diagnosis's trusted answers, unless a save is waiting."""
+
+    def warm(save_waiting: Callable[[], bool]) -> None:
+        from grader.diagnosis import warm_diagnosis
+        from grader.oracle import load_oracle
+
+        pool.prestart(2)
+        warm_diagnosis(load_oracle(), save_waiting)  # the oracle every grade of this process uses
+
+    return warm
+
+
 @dataclass
 class Outcome:
     """How one grade of the watch ended: a result, a submission error, or abandoned for a newer save."""
