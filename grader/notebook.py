@@ -28,14 +28,13 @@ Nothing heavy is imported before ``check()`` is called; IPython only then, so Ju
 from __future__ import annotations
 
 import atexit
-import contextlib
 import io
 import json
 import os
 import queue
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -187,7 +186,7 @@ class KernelGrader:
         self, notebook: str, rubric: Rubric, *, name: str, only: list[str] | None, seed: int | None
     ) -> GradeResult:
         """Grade ``notebook`` (JSON) as ``grade`` grades a .ipynb of that name; the result, or CheckError."""
-        from grader.runner import grade
+        from grader.runner import grade, host_state_kept
         from grader.submission import MAX_FILE_BYTES
 
         data = notebook.encode("utf-8")
@@ -212,7 +211,7 @@ class KernelGrader:
                     reproduce=reproduce_call,
                 )
 
-            with _kernel_state_kept():
+            with host_state_kept():
                 return self._through_session(job)
 
     def change_since_last(self, result: GradeResult, only: list[str] | None) -> str | None:
@@ -285,22 +284,6 @@ class KernelGrader:
                 continue
             if not outcome.cancelled:
                 return outcome
-
-
-@contextlib.contextmanager
-def _kernel_state_kept() -> Iterator[None]:
-    """The student's torch state as it was: a watch's session reseeds torch's global generator before each
-    grade (as a fresh process would have it), and the grader's own tensors run on one thread (as ``grade``
-    does, leaving the cores to the worker); the notebook's next cell sees neither."""
-    import torch
-
-    rng, threads = torch.random.get_rng_state(), torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        torch.random.set_rng_state(rng)
 
 
 _grader: KernelGrader | None = None

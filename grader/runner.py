@@ -283,6 +283,23 @@ class _Sidecar:
         return finished is None or finished > moment
 
 
+@contextlib.contextmanager
+def host_state_kept() -> Iterator[None]:
+    """Around a grade made inside someone else's process (a notebook's kernel, a pytest session): the
+    grader's own tensors run on one thread, as ``grade`` does (leaving the cores to the worker), and what
+    they draw from torch's global generator (a watch's session reseeds it before each grade, as a fresh
+    process would have it) leaves the host's torch state as it was: its next cell or test sees neither."""
+    import torch
+
+    rng, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(rng)
+
+
 def _reference_side(ref: Oracle, seed: int, *, plot: bool) -> Callable[[], None]:
     """The reference's points of the Exercise 3 plot (trusted code, cached per process), to compute while
     the worker answers: the grader would otherwise compute them after the worker is done."""
