@@ -15,8 +15,9 @@ notebook shows them) and imported by the worker, so the verdicts and the score a
 the same definitions; only the Reproduce lines differ, naming ``check(...)`` instead of ``grade FILE``.
 
 Warm, as ``grade --watch`` is: the kernel keeps the watch's pool (two slots, a warm zygote each) and a
-watch :class:`~grader.watch.Session`, which grades in a thread of its own and warms the second zygote
-and the diagnosis after the first grade. A later ``check()`` is a save of the watch: a fresh copy, a
+watch :class:`~grader.watch.Session`, which grades in a thread of its own and starts the second zygote
+after the first grade (only that: torch work in the kernel's background could race the student's next
+cell for torch's global generator). A later ``check()`` is a save of the watch: a fresh copy, a
 fresh worker forked from the zygote, no ``import torch``. An interrupt (the notebook's stop button)
 abandons the grade in flight as a save does, killing its workers at once. No process of the grader
 outlives the kernel: at its exit the pool is closed, and a kernel killed outright closes the zygotes'
@@ -270,7 +271,7 @@ class KernelGrader:
             lambda: self._job(),  # type: ignore[misc]
             lambda before, result: None,  # shown by check() itself, once the cell has it
             self.pool,
-            warm_up=warm_up(self.pool),
+            warm_up=warm_up(self.pool, diagnosis=False),  # the student's next cell may run meanwhile
             err=self._errors,
             on_outcome=self._outcomes.put,
         )

@@ -183,7 +183,8 @@ def test_check_in_a_notebook_gives_what_grade_gives(
     """A notebook as a student runs it in Jupyter: a buggy head, ``check()``, the head redefined, ``check()``
     again, then two checks. Each result is what ``grade`` gives on a notebook of the cells run so far; the
     first cell's output holds the inline report of its result, the second shows its result once though the
-    cell ends on it; and once the kernel is shut down, no process of the grader is left."""
+    cell ends on it; the student's torch state is as it was; and once the kernel is shut down, no process
+    of the grader is left."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -193,9 +194,14 @@ def test_check_in_a_notebook_gives_what_grade_gives(
         REFERENCE,
         "r2 = check()\nr2",
         'r3 = check(["causal_mask", "interface"])',
+        "import torch\n"  # the student's torch state, as it was: the generator's stream, the thread count
+        "torch.manual_seed(1); threads = torch.get_num_threads(); expected = torch.rand(4)\n"
+        "torch.manual_seed(1); check('interface', show=False)\n"
+        "kept = torch.equal(torch.rand(4), expected) and torch.get_num_threads() == threads",
         "from pathlib import Path\n"
         "for k, r in enumerate((r1, r2, r3), 1):\n"
-        "    Path(f'r{k}.json').write_text(r.model_dump_json())",
+        "    Path(f'r{k}.json').write_text(r.model_dump_json())\n"
+        "Path('kept.json').write_text(str(kept).lower())",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     km = _kernel_manager(kernels)
@@ -211,6 +217,8 @@ def test_check_in_a_notebook_gives_what_grade_gives(
     errors = [o for c in nb.cells for o in c.outputs if o.output_type == "error"]
     assert errors == [], errors
     r1, r2, r3 = (GradeResult.model_validate_json((tmp_path / f"r{k}.json").read_text()) for k in (1, 2, 3))
+    assert (tmp_path / "kept.json").read_text() == "true"
+    assert nb.cells[5].outputs == []  # show=False
 
     def graded(cells: int, **options: Any) -> GradeResult:
         """``grade`` on a notebook file of the first ``cells`` cells."""
