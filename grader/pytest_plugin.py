@@ -203,4 +203,4 @@ class CheckItem(pytest.Item):
         return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"step4 check {self.name}"
+        return self.path, 0, f"step4 check {self.name}"  # line 0: an editor opens the head at its top

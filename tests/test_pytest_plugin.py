@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,7 @@ def pytest_sessionfinish(session):
     heavy = {"torch", "pydantic", "grader.runner", "grader.rubric", "IPython"}
     Path("imported.json").write_text(json.dumps(sorted(heavy & set(sys.modules))))
 """
+NOTEBOOK = Path(__file__).resolve().parent / "notebooks" / "buggy_then_fixed.ipynb"
 STATUS = {"passed": "PASSED", "failed": "FAILED", "error": "FAILED", "timeout": "FAILED", "skipped": "SKIPPED"}
 
 
@@ -120,14 +122,21 @@ def test_one_item_per_check_with_the_verdicts_of_grade(
     assert (student.path / "grades.json").read_text() == '["' + str(student.path) + '"]'  # once, the folder
 
 
-@pytest.mark.slow
 def test_collecting_lists_the_checks_and_grades_nothing(student: pytest.Pytester, rubric: Rubric) -> None:
     """An editor's discovery (``pytest --collect-only``, with ``addopts = --step4`` in the student's
-    pytest.ini): every check listed by id under the head, no grade made."""
+    pytest.ini): every check listed by id under the head, no grade made. ``--step4-submission`` names
+    another head, a notebook here, whose items it then lists instead."""
     student.makeconftest(COUNTING)
     student.makeini("[pytest]\naddopts = --step4\n")
+    enabled = [cid for cid, rc in rubric.checks.items() if rc.enabled]
     result = student.runpytest_subprocess("--collect-only", "-q")
-    listed = [ln for ln in result.stdout.lines if ln.startswith("attention_head.py::")]
-    assert listed == [f"attention_head.py::{cid}" for cid, rc in rubric.checks.items() if rc.enabled]
+    listed = [ln for ln in result.stdout.lines if "::" in ln and not ln.startswith("test_mine.py::")]
+    assert listed == [f"attention_head.py::{cid}" for cid in enabled]
     assert "test_mine.py::test_mine_fails" in result.stdout.lines
+    assert (student.path / "grades.json").read_text() == "[]"
+
+    (student.path / "mine.ipynb").write_text(NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
+    result = student.runpytest_subprocess("--collect-only", "-q", "--step4-submission", "mine.ipynb")
+    listed = [ln for ln in result.stdout.lines if "::" in ln and not ln.startswith("test_mine.py::")]
+    assert listed == [f"mine.ipynb::{cid}" for cid in enabled]
     assert (student.path / "grades.json").read_text() == "[]"
