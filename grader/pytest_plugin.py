@@ -62,7 +62,7 @@ class Step4:
         self.rubric: Rubric = load_rubric(check_ids=False)  # pydantic only: collecting imports no torch
         chosen = config.getoption("--step4-submission")
         self.submission = None if chosen is None else Path(chosen).resolve()
-        self.target: Path | None = None  # what is graded: the module's folder, or the notebook
+        self.target: Path | None = None  # what is graded: the module's folder, or the file named
         self.selected: list[str] = []  # the checks whose items are to run, in rubric order
         self.pool: WorkerPool | None = None
         self.result: GradeResult | None = None
@@ -73,7 +73,10 @@ class Step4:
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         if not self._is_the_head(file_path) or self.target is not None:
             return None  # one head per session: the first one pytest meets
-        self.target = file_path.parent if file_path.suffix == ".py" else file_path
+        # The module's folder, as `grade FOLDER` (its tests come along); another file (a notebook, a .py of
+        # another name) as `grade FILE` grades it
+        module = file_path.name == f"{self.rubric.entry_points.module}.py"
+        self.target = file_path.parent if module else file_path
         return HeadFile.from_parent(parent, path=file_path)
 
     def _is_the_head(self, path: Path) -> bool:

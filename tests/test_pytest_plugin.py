@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.library import known_heads
+from grader.library import known_heads, reference_path
 from grader.models import GradeResult
 from grader.report import wording
 from grader.rubric import Rubric
@@ -23,7 +23,8 @@ from grader.sandbox import WorkerPool
 
 pytest_plugins = ["pytester"]
 
-CHAFF = {h.id: h for h in known_heads("chaff")}["no_scaling"]  # fails some checks, skips the optional ones
+CHAFF = {h.id: h for h in known_heads("chaff")}["no_scaling"]
+REFERENCE = reference_path().read_text(encoding="utf-8")  # fails some checks, skips the optional ones
 STUDENT_TESTS = """
 def test_mine_passes():
     assert 1 + 1 == 2
@@ -120,6 +121,12 @@ def test_one_item_per_check_with_the_verdicts_of_grade(
     assert output.rstrip().splitlines()[-1].startswith("=")  # pytest's own summary line stays last
     assert wording.score_line(graded) in output.splitlines()  # in the terminal summary
     assert (student.path / "grades.json").read_text() == '["' + str(student.path) + '"]'  # once, the folder
+
+    # A head of another name is graded as `grade FILE` grades it: that file, no other (-k: that check only)
+    (student.path / "my_head.py").write_text(REFERENCE, encoding="utf-8")
+    result = student.runpytest_subprocess("--step4", "--step4-submission", "my_head.py", "-k", "causal_mask", "-v")
+    assert _verdicts(result.stdout.str()) == {"my_head.py::causal_mask": "PASSED"}
+    assert (student.path / "grades.json").read_text() == '["' + str(student.path / "my_head.py") + '"]'
 
 
 def test_collecting_lists_the_checks_and_grades_nothing(student: pytest.Pytester, rubric: Rubric) -> None:

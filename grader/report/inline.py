@@ -34,9 +34,7 @@ _shown: tuple[int | None, list[GradeResult]] = (None, [])
 def plain_summary(result: GradeResult) -> str:
     """The summary a terminal would print, laid out for text that nothing reflows (``COLUMNS`` or wide)."""
     out = io.StringIO()
-    console = summary_console(out)
-    console.no_color = True
-    render_terminal(result, console)
+    render_terminal(result, summary_console(out))  # a file's console: no terminal, so no colour codes
     return out.getvalue()
 
 
