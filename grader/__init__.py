@@ -10,12 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.models import CheckResult, GradeResult
+    from grader.notebook import check
     from grader.rubric import Rubric, load_rubric
 
 __version__ = "0.1.0"
 
-# Resolved on first use: `grade` starts its sandbox before pydantic is imported (startup is on every run).
-_EXPORTS = {"CheckResult": "models", "GradeResult": "models", "Rubric": "rubric", "load_rubric": "rubric"}
+# Resolved on first use: `grade` starts its sandbox before pydantic is imported (startup is on every run),
+# and `from grader import check` in a notebook imports nothing heavy until check() is called.
+_EXPORTS = {
+    "CheckResult": "models",
+    "GradeResult": "models",
+    "Rubric": "rubric",
+    "check": "notebook",
+    "load_rubric": "rubric",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +39,4 @@ def grade(*args, **kwargs):  # type: ignore[no-untyped-def]
     return _grade(*args, **kwargs)
 
 
-__all__ = ["CheckResult", "GradeResult", "Rubric", "grade", "load_rubric"]
+__all__ = ["CheckResult", "GradeResult", "Rubric", "check", "grade", "load_rubric"]

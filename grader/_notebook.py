@@ -47,10 +47,16 @@ _ADVICE = {
 }
 
 
+# Metadata key of a notebook written from a kernel's history (``check()``, grader/notebook.py): its cells are
+# what the kernel ran, in that order, each numbered by its execution count (In [n]) instead of its place.
+KERNEL_HISTORY = "step4_kernel_history"
+
+
 @dataclass
 class Cell:
     number: int  # 1-based, counting every cell of the notebook (markdown included), as one counts them
     code: str  # magics and shell lines blanked out (line numbers kept)
+    ran: bool = False  # numbered In [n] by the kernel that ran it (KERNEL_HISTORY), not by its place
 
 
 @dataclass
@@ -102,20 +108,26 @@ def missing_imports(text: str, local_modules: Iterable[str] = ()) -> list[str]:
 
 
 def notebook_cells(text: str) -> tuple[list[Cell], int]:
-    """The code cells of a notebook, cleaned of IPython syntax, and the number of cells in all."""
+    """The code cells of a notebook, cleaned of IPython syntax, and the number of cells in all.
+
+    A kernel's history (metadata ``KERNEL_HISTORY``) numbers each cell by its execution count, which is
+    how the student sees it in the notebook (In [7]); a file's cells are numbered by their place."""
     try:
         nb = json.loads(text)
         cells = nb["cells"]
         if not isinstance(cells, list):
             raise TypeError("cells is not a list")
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        ran = bool(nb.get("metadata", {}).get(KERNEL_HISTORY))
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise NotANotebook(f"not a Jupyter notebook ({exc})") from None
     out = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         src = cell.get("source", "")
-        out.append(Cell(number, clean_cell("".join(src) if isinstance(src, list) else str(src))))
+        count = cell.get("execution_count")
+        shown = count if ran and isinstance(count, int) and not isinstance(count, bool) else number
+        out.append(Cell(shown, clean_cell("".join(src) if isinstance(src, list) else str(src)), ran=ran))
     return out, len(cells)
 
 
@@ -364,6 +376,8 @@ def _notebook_notes(
     problems: list[str],
     total: int | None,
 ) -> list[str]:
+    if cells and cells[0].ran:
+        return _history_notes(cells, stmts, final, red, problems)
     notes = []
     not_run = [n for n in red.dropped_cells if n not in red.broken_cells]
     if not_run:
@@ -372,8 +386,7 @@ def _notebook_notes(
             f"{count} not run: the grader needs only your definitions (cell{'s' if len(not_run) > 1 else ''} "
             f"{_list(not_run)}{f' of {total}' if total else ''}, counting every cell from 1, markdown included)."
         )
-    keep = set(final)
-    partial = sorted({s.cell for i, s in enumerate(stmts) if i not in keep} - set(red.dropped_cells))
+    partial = _partly_kept(stmts, final, red)
     if partial:
         notes.append(
             f"From cell{'s' if len(partial) > 1 else ''} {_list(partial)} only what your definitions need was "
@@ -382,6 +395,37 @@ def _notebook_notes(
     for number, problem in zip(red.broken_cells, problems, strict=True):
         notes.append(f"Cell {number} was left out: it is not valid Python ({problem}).")
     return notes
+
+
+def _history_notes(
+    cells: Sequence[Cell], stmts: list[_Stmt], final: list[int], red: Reduction, problems: list[str]
+) -> list[str]:
+    """The notes on a kernel's history, cells named as the notebook shows them (In [7]): the same facts as
+    a file's notes, and which runs were graded (a cell run twice is two runs; the later one wins)."""
+    first, last = cells[0].number, cells[-1].number
+    runs = f"In [{first}]" if first == last else f"In [{first}] to In [{last}]"
+    notes = [f"Graded the cells this kernel ran, in the order it ran them ({runs}), on their definitions."]
+    not_run = [n for n in red.dropped_cells if n not in red.broken_cells]
+    if not_run:
+        notes.append(f"Not run by the grader, which needs only your definitions: {_runs(not_run)}.")
+    partial = _partly_kept(stmts, final, red)
+    if partial:
+        notes.append(
+            f"From {_runs(partial)} only what your definitions need was kept; the rest there (unused imports, "
+            "prints, plots, experiments) was not run."
+        )
+    for number, problem in zip(red.broken_cells, problems, strict=True):
+        notes.append(f"In [{number}] was left out: it is not valid Python ({problem}).")
+    return notes
+
+
+def _partly_kept(stmts: list[_Stmt], final: list[int], red: Reduction) -> list[int]:
+    keep = set(final)
+    return sorted({s.cell for i, s in enumerate(stmts) if i not in keep} - set(red.dropped_cells))
+
+
+def _runs(numbers: Sequence[int]) -> str:
+    return _list([f"In [{n}]" for n in numbers])
 
 
 def _list(numbers: Sequence[int | str]) -> str:

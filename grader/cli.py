@@ -161,23 +161,17 @@ def _watch(args: argparse.Namespace, grade_once: Callable[[], GradeResult], pool
     from rich.console import Console
     from rich.text import Text
 
-    from grader.diagnosis import warm_diagnosis
-    from grader.oracle import load_oracle
-    from grader.watch import Session, change_line, watch
+    from grader.watch import Session, change_line, warm_up, watch
 
     def show(before: GradeResult | None, result: GradeResult) -> None:
         _write_outputs(result, args.json, args.html, args.junit)
         _print(result, quiet=args.quiet)
         Console(stderr=False, highlight=False).print(Text(change_line(before, result), "dim"), soft_wrap=True)
 
-    def warm_up(save_waiting: Callable[[], bool]) -> None:
-        pool.prestart(2)  # grades take the pool's two slots in turn
-        warm_diagnosis(load_oracle(), save_waiting)  # the oracle every grade of this process uses
-
     err = Console(stderr=True, highlight=False)
     err.print(Text(f"Watching {args.submission}: graded now and on every save (Ctrl-C to stop).", "dim"))
     outputs = tuple(p for p in (args.json, args.html, args.junit) if p is not None)
-    return watch(args.submission, Session(grade_once, show, pool, warm_up=warm_up), ignore=outputs)
+    return watch(args.submission, Session(grade_once, show, pool, warm_up=warm_up(pool)), ignore=outputs)
 
 
 def _prepare_output(report: bool) -> None:
@@ -215,11 +209,9 @@ def _write_outputs(
 
 
 def _print(result: GradeResult, *, quiet: bool) -> None:
-    from rich.console import Console
+    from grader.report.terminal import render_terminal, summary_console
 
-    from grader.report.terminal import render_terminal
-
-    console = Console(stderr=False, highlight=False)
+    console = summary_console()
 
     if quiet:
         console.print(f"{result.score:g} / {result.max_score:g}")

@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
@@ -37,6 +38,9 @@ KIT_NOTE = (
 RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with
 
 
+Reproduce = Callable[[str, int], str]  # (check id, seed) -> the line that reruns that check alone
+
+
 def reproduce_command(submission: str, check_id: str, seed: int) -> str:
     return f"grade {shlex.quote(submission)} --only {check_id} --seed {seed}"
 
@@ -55,6 +59,7 @@ def grade(
     definitions_only: bool = False,
     parallel: bool = True,
     oracle: Oracle | None = None,
+    reproduce: Reproduce | None = None,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -67,10 +72,13 @@ def grade(
     :func:`_run_checks`); a batch, whose slots are all busy with other submissions, passes False.
     ``oracle``: what reference_match and the Gaussian checks compare with (default: the installed edition's,
     :func:`grader.oracle.load_oracle`).
+    ``reproduce``: the line that reruns one failing check, from its id and seed (default: the ``grade``
+    command on ``label``; a notebook's ``check()`` says ``check("causal_mask", seed=20417)``).
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
     label = label or str(submission)
+    rerun = reproduce or partial(reproduce_command, label)
     selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
     ref = oracle or load_oracle()
     plot = visuals and not only  # the report's pictures; --only runs are about one check
@@ -96,7 +104,7 @@ def grade(
                 ctx = Ctx(
                     on, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
                 )
-                return run_check(CHECKS[cid], ctx, rubric.checks[cid], label)
+                return run_check(CHECKS[cid], ctx, rubric.checks[cid], rerun)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
             diagnosis = _diagnose(results, head, ref, rubric, seed)
@@ -275,6 +283,23 @@ class _Sidecar:
         return finished is None or finished > moment
 
 
+@contextlib.contextmanager
+def host_state_kept() -> Iterator[None]:
+    """Around a grade made inside someone else's process (a notebook's kernel, a pytest session): the
+    grader's own tensors run on one thread, as ``grade`` does (leaving the cores to the worker), and what
+    they draw from torch's global generator (a watch's session reseeds it before each grade, as a fresh
+    process would have it) leaves the host's torch state as it was: its next cell or test sees neither."""
+    import torch
+
+    rng, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(rng)
+
+
 def _reference_side(ref: Oracle, seed: int, *, plot: bool) -> Callable[[], None]:
     """The reference's points of the Exercise 3 plot (trusted code, cached per process), to compute while
     the worker answers: the grader would otherwise compute them after the worker is done."""
@@ -306,8 +331,8 @@ def _diagnose(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubri
         return []
 
 
-def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckResult:
-    """Run one check; whatever happens, return its verdict."""
+def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) -> CheckResult:
+    """Run one check; whatever happens, return its verdict (``reproduce``: its rerun line, for a failure)."""
     t0 = time.perf_counter()
     ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
     ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
@@ -335,10 +360,10 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, label: str) -> CheckRe
             f"{type(exc).__name__}: {exc}\n{''.join(tb).rstrip()}",
         )
     ctx.head.current_check = None  # calls after the checks (diagnosis, pictures) belong to none
-    return _result(spec, ctx, rc, verdict, label, time.perf_counter() - t0)
+    return _result(spec, ctx, rc, verdict, reproduce, time.perf_counter() - t0)
 
 
-def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, duration: float) -> CheckResult:
+def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Reproduce, duration: float) -> CheckResult:
     if v.status == "passed":
         fraction = 1.0 if v.fraction is None else v.fraction
     else:
@@ -348,7 +373,7 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, label: str, 
     if v.status in FAILING:
         if v.counterexample is not None:
             message += f"\nSmallest failing input: {v.counterexample.describe()}"
-        reproduce = reproduce_command(label, spec.id, ctx.base_seed)
+        reproduce = rerun(spec.id, ctx.base_seed)
         message += f"\nReproduce: {reproduce}"
     return CheckResult(
         id=spec.id,

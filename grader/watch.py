@@ -85,6 +85,24 @@ def change_line(before: GradeResult | None, after: GradeResult) -> str:
     return f"Since the last run: {listed}; score {fmt_points(before.score)} -> {fmt_points(after.score)}"
 
 
+def warm_up(pool: WorkerPool, *, diagnosis: bool = True) -> Callable[[Callable[[], bool]], None]:
+    """A session's warm-up (see :class:`Session`) for grades on ``pool``: its second zygote (grades take
+    the pool's two slots in turn) and, with ``diagnosis``, the first diagnosis's trusted answers, unless a
+    save is waiting. A process that is someone else's (a notebook's kernel) warms no diagnosis: it would
+    run torch in this process while the host's own code may already run again (and save and restore
+    torch's global generator under it)."""
+
+    def warm(save_waiting: Callable[[], bool]) -> None:
+        pool.prestart(2)
+        if diagnosis:
+            from grader.diagnosis import warm_diagnosis
+            from grader.oracle import load_oracle
+
+            warm_diagnosis(load_oracle(), save_waiting)  # the oracle every grade of this process uses
+
+    return warm
+
+
 @dataclass
 class Outcome:
     """How one grade of the watch ended: a result, a submission error, or abandoned for a newer save."""

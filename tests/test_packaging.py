@@ -20,3 +20,15 @@ def test_every_grader_package_is_declared() -> None:
         if "__pycache__" not in p.parts
     }
     assert on_disk <= declared, f"packages missing from pyproject.toml: {sorted(on_disk - declared)}"
+
+
+def test_both_editions_register_the_pytest_plugin() -> None:
+    """``pytest --step4`` works wherever the grader is installed: this repository's wheel, and the trees
+    the student kit and the Gradescope bundle rebuild (grader.packaging.pyproject)."""
+    from grader.packaging import package_files, pyproject
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    rebuilt = tomllib.loads(pyproject(package_files(leave_out=("reference",))))["project"]
+    for edition in (project, rebuilt):
+        assert edition["entry-points"]["pytest11"] == {"step4": "grader.pytest_plugin"}
+    assert not any("nbclient" in d or "ipykernel" in d for d in rebuilt["dependencies"])  # Jupyter: test extra only

@@ -1,0 +1,312 @@
+"""Issue 25: ``check()`` inside a notebook grades the cells its kernel ran, as ``grade`` grades them.
+
+The fast tests cover the pieces: a kernel's history as a notebook (cells named In [n]), the inline
+display's two views, a clear error outside a notebook, and that ``from grader import check`` imports
+nothing heavy. The slow ones run real notebooks in real ipykernel kernels (nbclient, jupyter_client):
+a buggy head, ``check()``, the head redefined, ``check()`` again, both results against ``grade`` on the same
+definitions; and the grader's processes after the kernel is shut down, restarted, interrupted mid-grade
+and killed with SIGKILL mid-grade. Every wait is bounded and generous; nothing asserts how fast anything is.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from grader.checks import CHECKS
+from grader.library import known_heads, reference_path
+from grader.models import GradeResult
+from grader.notebook import CheckError, check, kernel_notebook
+from grader.report import wording
+from grader.report.html import render_html
+from grader.report.inline import FRAME_STYLE, mimebundle, plain_summary
+from grader.rubric import Rubric
+from grader.runner import grade
+from grader.sandbox import WorkerPool, fork_supported
+from grader.submission import prepare
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = reference_path().read_text(encoding="utf-8")
+CHAFFS = {h.id: h for h in known_heads("chaff")}
+HANGING_HEAD = """import time
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    while True:
+        time.sleep(60)
+"""
+forking = pytest.mark.skipif(not fork_supported(), reason="the warm zygote (and its cleanup) is Linux's")
+
+
+# -- the pieces --------------------------------------------------------------------------------------
+
+
+def test_a_kernel_history_is_graded_as_a_notebook_of_those_cells(tmp_path: Path) -> None:
+    """IPython's history (entry 0 empty) becomes a notebook whose cells keep their In [n]: the reduction is
+    the notebook's (magics blanked, a cell that does not parse left out, a later definition winning) and the
+    notes name cells as the notebook shows them."""
+    history = [
+        "",
+        "import torch\nimport matplotlib.pyplot as plt",
+        "%matplotlib inline",
+        REFERENCE.replace("def causal_self_attention(", "def old_name(", 1),
+        "def broken(:\n    pass",
+        REFERENCE,
+        "from grader import check\ncheck()",
+    ]
+    path = tmp_path / "notebook.ipynb"
+    path.write_text(kernel_notebook(history), encoding="utf-8")
+    with prepare(path) as sub:
+        notes, source = sub.notes, sub.source
+    assert (
+        notes[0]
+        == "Graded the cells this kernel ran, in the order it ran them (In [1] to In [6]), on their definitions."
+    )
+    assert "Not run by the grader, which needs only your definitions: In [2] and In [6]." in notes
+    assert any(n.startswith("From In [1], In [3] and In [5] only what your definitions need was kept") for n in notes)
+    assert "In [4] was left out: it is not valid Python (line 1: invalid syntax)." in notes
+    assert not any("markdown" in n for n in notes)  # a history has no cells of a file to count
+    assert "# ---- cell 5 ----" in source and "matplotlib" not in source and "check" not in source
+    assert "def old_name" not in source  # In [3] bound only a name the contract does not need
+
+
+def test_the_inline_display_holds_the_report_and_the_plain_summary(rubric: Rubric, pool: WorkerPool) -> None:
+    result = grade(CHAFFS["no_scaling"].path, rubric, pool=pool, visuals=False)
+    bundle = mimebundle(result)
+    assert bundle["text/plain"] == plain_summary(result)
+    assert bundle["text/plain"].splitlines()[-1] == wording.score_line(result)
+    assert "\x1b[" not in bundle["text/plain"]  # plain text, even in a kernel that sets FORCE_COLOR
+    frame = re.fullmatch(
+        r'<iframe title="[^"]*" sandbox srcdoc="([^"]*)" style="([^"]*)"></iframe>', bundle["text/html"]
+    )
+    assert frame is not None and frame.group(2) == FRAME_STYLE
+    assert html.unescape(frame.group(1)) == render_html(result)  # the report itself, byte for byte
+
+
+def test_check_outside_a_notebook_says_what_to_run_instead() -> None:
+    with pytest.raises(CheckError, match=r"grade attention_head\.py"):
+        check()
+
+
+def test_importing_check_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\nfrom grader import check\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'pydantic', 'IPython', 'rich', 'jinja2'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+# -- real kernels ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A kernel spec that runs ipykernel on this interpreter (the default spec's argv names `python`, which
+    is whatever comes first on PATH), as a KernelSpecManager."""
+    for extra in ("nbclient", "nbformat", "ipykernel"):
+        pytest.importorskip(extra, reason="the test extra is not installed: pip install '.[test]' (as .ci/run does)")
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    root = tmp_path_factory.mktemp("kernels")
+    spec = root / "step4" / "kernel.json"
+    spec.parent.mkdir()
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.write_text(json.dumps({"argv": argv, "display_name": "step4", "language": "python"}), encoding="utf-8")
+    return KernelSpecManager(kernel_dirs=[str(root)])
+
+
+def _kernel_manager(kernels: Any) -> Any:
+    from jupyter_client.manager import KernelManager
+
+    return KernelManager(kernel_name="step4", kernel_spec_manager=kernels)
+
+
+def _comparable(result: GradeResult) -> dict[str, Any]:
+    """What ``check()`` and ``grade`` must agree on: the score, how it was counted, the causes, and every
+    check's verdict, points and message (less the Reproduce line, which names check(...) or grade FILE,
+    and a timed check's measured times)."""
+    checks = []
+    for c in result.checks:
+        message = None if CHECKS[c.id].timed else re.sub(r"\nReproduce: .*", "", c.message)
+        checks.append((c.id, c.status, c.score, c.max_score, message, c.causes))
+    causes = [(d.id, d.deduction) for d in result.diagnosis]
+    return {
+        "score": (result.score, result.max_score, result.scoring, result.score_by_checks),
+        "checks": checks,
+        "causes": causes,
+    }
+
+
+def _survivors(seen: dict[int, float], timeout: float = 60) -> list[int]:
+    """Processes of ``seen`` (pid -> create time) still running, after waiting for them at most ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [pid for pid, created in seen.items() if _alive(pid, created)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def _alive(pid: int, created: float) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _descendants(pid: int) -> dict[int, float]:
+    try:
+        return {p.pid: p.create_time() for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return {}
+
+
+@forking
+@pytest.mark.slow
+def test_check_in_a_notebook_gives_what_grade_gives(
+    kernels: Any, tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """A notebook as a student runs it in Jupyter: a buggy head, ``check()``, the head redefined, ``check()``
+    again, then two checks. Each result is what ``grade`` gives on a notebook of the cells run so far; the
+    first cell's output holds the inline report of its result, the second shows its result once though the
+    cell ends on it; the student's torch state is as it was; and once the kernel is shut down, no process
+    of the grader is left."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    sources = [
+        CHAFFS["no_scaling"].source(),
+        "from grader import check\nr1 = check()",
+        REFERENCE,
+        "r2 = check()\nr2",
+        'r3 = check(["causal_mask", "interface"])',
+        "import torch\n"  # the student's torch state, as it was: the generator's stream, the thread count
+        "torch.manual_seed(1); threads = torch.get_num_threads(); expected = torch.rand(4)\n"
+        "torch.manual_seed(1); check('interface', show=False)\n"
+        "kept = torch.equal(torch.rand(4), expected) and torch.get_num_threads() == threads",
+        "from pathlib import Path\n"
+        "for k, r in enumerate((r1, r2, r3), 1):\n"
+        "    Path(f'r{k}.json').write_text(r.model_dump_json())\n"
+        "Path('kept.json').write_text(str(kept).lower())",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    km = _kernel_manager(kernels)
+    client = NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(tmp_path)}})
+    seen: dict[int, float] = {}
+    with client.setup_kernel(cleanup_kc=True):  # and then shut it down, as closing the notebook does
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+            seen |= _descendants(km.provisioner.pid)
+    assert not km.is_alive()
+    assert len(seen) >= 1  # the zygotes were there, so "no survivor" means something
+    assert _survivors(seen) == []
+    errors = [o for c in nb.cells for o in c.outputs if o.output_type == "error"]
+    assert errors == [], errors
+    r1, r2, r3 = (GradeResult.model_validate_json((tmp_path / f"r{k}.json").read_text()) for k in (1, 2, 3))
+    assert (tmp_path / "kept.json").read_text() == "true"
+    assert nb.cells[5].outputs == []  # show=False
+
+    def graded(cells: int, **options: Any) -> GradeResult:
+        """``grade`` on a notebook file of the first ``cells`` cells."""
+        path = tmp_path / f"first_{cells}.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources[:cells]]), path)
+        return grade(path, rubric, pool=pool, visuals=False, **options)
+
+    assert r1.score < r1.max_score and r2.score > r1.score  # the premise: the fix shows
+    assert _comparable(r1) == _comparable(graded(2))
+    assert _comparable(r2) == _comparable(graded(4))
+    assert _comparable(r3) == _comparable(graded(5, only=["causal_mask", "interface"]))
+    failing = next(c for c in r1.checks if c.reproduce)
+    assert failing.reproduce == f'check("{failing.id}", seed={r1.seed})'
+
+    [first] = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
+    frame = re.search(r'srcdoc="([^"]*)"', first.data["text/html"])
+    assert frame is not None and html.unescape(frame.group(1)) == render_html(r1)  # the inline report
+    assert first.data["text/plain"].splitlines()[-1] == wording.score_line(r1)
+    second = nb.cells[3].outputs
+    assert [o.output_type for o in second] == ["display_data", "stream"]  # shown once, then the change line
+    assert second[1].text.startswith("Since the last run: ") and "-> passed" in second[1].text
+
+
+@forking
+@pytest.mark.slow
+def test_no_grader_process_outlives_its_kernel(kernels: Any, tmp_path: Path) -> None:
+    """The grader's processes in a kernel's life: a restart leaves none of the old kernel's; an interrupt
+    during a grade that would hang for minutes abandons it (its workers gone at once, the zygotes kept
+    warm for the next check); SIGKILL of the kernel in the middle of such a grade leaves none."""
+    rubric_path = tmp_path / "slow.toml"  # a call would hang 200 s: only the interrupt or the kill ends it
+    text = (REPO / "rubrics" / "step4.toml").read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^per_call_timeout_s = .*$", "per_call_timeout_s = 200", text)
+    rubric_path.write_text(re.sub(r"(?m)^per_submission_timeout_s = .*$", "per_submission_timeout_s = 600", text))
+    km = _kernel_manager(kernels)
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        _run(kc, REFERENCE + "\nfrom grader import check\nr = check('interface')")
+        before = _descendants(km.provisioner.pid)
+        assert before  # the zygote
+        km.restart_kernel(now=False)
+        kc.wait_for_ready(timeout=120)
+        assert _survivors(before) == []
+
+        _run(kc, f"{HANGING_HEAD}\nfrom grader import check")
+        kc.execute(f"check(rubric={str(rubric_path)!r})")
+        hung = _hung_worker(km.provisioner.pid)
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=120)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+        assert _survivors(hung) == []
+        zygotes = {p: t for p, t in _descendants(km.provisioner.pid).items() if _alive(p, t)}
+        assert zygotes  # still warm
+
+        kc.execute(f"check(rubric={str(rubric_path)!r})")
+        _hung_worker(km.provisioner.pid)
+        seen = _descendants(km.provisioner.pid)
+        os.kill(km.provisioner.pid, signal.SIGKILL)
+        assert _survivors(seen) == []
+        assert set(zygotes) <= set(seen)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _run(kc: Any, code: str) -> None:
+    reply = kc.execute_interactive(code, timeout=300, output_hook=lambda msg: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def _hung_worker(kernel_pid: int, timeout: float = 180) -> dict[int, float]:
+    """A worker under the kernel's zygotes (a grandchild of the kernel) that has lived a second or more
+    (the head sleeps in every call), as pid -> create time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for zygote in psutil.Process(kernel_pid).children():
+            for worker in _safe_children(zygote):
+                created = worker.create_time()
+                if time.time() - created > 1.0:
+                    return {worker.pid: created}
+        time.sleep(0.05)
+    raise AssertionError("no worker ran the hanging head")
+
+
+def _safe_children(proc: psutil.Process) -> Iterator[psutil.Process]:
+    try:
+        yield from proc.children()
+    except psutil.Error:
+        return
