@@ -118,6 +118,11 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
     tests = next(c for c in result["checks"] if c["id"] == "student_tests")
     assert tests["max_score"] == 0 and "pass on your own head" in tests["message"]
 
+    # pytest --step4 in the student's folder: one item per check beside the student's own tests, as the kit grades.
+    listed = _run([py, "-m", "pytest", "--step4", "-q", "-p", "no:cacheprovider", "-rA"], sub, check=False)
+    assert listed.returncode == 0, listed.stdout[-3000:]
+    assert "attention_head.py::causal_mask" in listed.stdout and "Score:" in listed.stdout
+
     # Every library head, graded by the installed kit and by the instructor's grader (`grade batch` in both):
     # the same result head by head, as tests/test_kit.py finds in-process (tests/agreement.py).
     heads = tmp_path / "heads"
