@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 import pytest
+from processes import alive, survivors
 
 from grader.checks import CHECKS
 from grader.library import known_heads, reference_path
@@ -150,24 +151,6 @@ def _comparable(result: GradeResult) -> dict[str, Any]:
     }
 
 
-def _survivors(seen: dict[int, float], timeout: float = 60) -> list[int]:
-    """Processes of ``seen`` (pid -> create time) still running, after waiting for them at most ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = [pid for pid, created in seen.items() if _alive(pid, created)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.1)
-
-
-def _alive(pid: int, created: float) -> bool:
-    try:
-        p = psutil.Process(pid)
-        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def _descendants(pid: int) -> dict[int, float]:
     try:
         return {p.pid: p.create_time() for p in psutil.Process(pid).children(recursive=True)}
@@ -213,7 +196,7 @@ def test_check_in_a_notebook_gives_what_grade_gives(
             seen |= _descendants(km.provisioner.pid)
     assert not km.is_alive()
     assert len(seen) >= 1  # the zygotes were there, so "no survivor" means something
-    assert _survivors(seen) == []
+    assert survivors(seen, timeout=60) == []
     errors = [o for c in nb.cells for o in c.outputs if o.output_type == "error"]
     assert errors == [], errors
     r1, r2, r3 = (GradeResult.model_validate_json((tmp_path / f"r{k}.json").read_text()) for k in (1, 2, 3))
@@ -263,7 +246,7 @@ def test_no_grader_process_outlives_its_kernel(kernels: Any, tmp_path: Path) -> 
         assert before  # the zygote
         km.restart_kernel(now=False)
         kc.wait_for_ready(timeout=120)
-        assert _survivors(before) == []
+        assert survivors(before, timeout=60) == []
 
         _run(kc, f"{HANGING_HEAD}\nfrom grader import check")
         kc.execute(f"check(rubric={str(rubric_path)!r})")
@@ -271,15 +254,15 @@ def test_no_grader_process_outlives_its_kernel(kernels: Any, tmp_path: Path) -> 
         km.interrupt_kernel()
         reply = kc.get_shell_msg(timeout=120)
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
-        assert _survivors(hung) == []
-        zygotes = {p: t for p, t in _descendants(km.provisioner.pid).items() if _alive(p, t)}
+        assert survivors(hung, timeout=60) == []
+        zygotes = {p: t for p, t in _descendants(km.provisioner.pid).items() if alive(p, t)}
         assert zygotes  # still warm
 
         kc.execute(f"check(rubric={str(rubric_path)!r})")
         _hung_worker(km.provisioner.pid)
         seen = _descendants(km.provisioner.pid)
         os.kill(km.provisioner.pid, signal.SIGKILL)
-        assert _survivors(seen) == []
+        assert survivors(seen, timeout=60) == []
         assert set(zygotes) <= set(seen)
     finally:
         kc.stop_channels()

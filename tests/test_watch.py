@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 import pytest
+from processes import survivors
 
 from grader.checks import CHECKS
 from grader.head import Head
@@ -363,12 +364,7 @@ class WatchProcess:
 
     def survivors(self, timeout: float = 30) -> list[int]:
         """Processes it started that still run (waiting a little: the kernel reaps asynchronously)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            alive = [pid for pid, created in self.seen.items() if _alive(pid, created)]
-            if not alive or time.monotonic() > deadline:
-                return alive
-            time.sleep(0.1)
+        return survivors(self.seen, timeout)
 
 
 def _env() -> dict[str, str]:
@@ -380,14 +376,6 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-
-
-def _alive(pid: int, created: float) -> bool:
-    try:
-        p = psutil.Process(pid)
-        return p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _cold(folder: Path, json_path: Path) -> tuple[list[str], dict[str, Any]]:
