@@ -63,7 +63,11 @@ class Diagnosis(_Strict):
         "tests) that no known bug matches: the check's own observation is the cause.",
     )
     explains: list[str] = Field(default_factory=list, description="Ids of the failing checks this cause explains.")
-    detail: str | None = Field(default=None, description="Full text of a crash, shown once for every check it stopped.")
+    detail: str | None = Field(
+        default=None,
+        description="Full text of a crash, shown once for every check it stopped; for a change found beside such "
+        "a crash, where the head was seen to run.",
+    )
     deduction: float | None = Field(
         default=None,
         description="Points this cause cost when the grade counts mistakes (its price in the rubric's [mistakes], "

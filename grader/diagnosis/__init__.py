@@ -122,6 +122,9 @@ def diagnose(
     if found is not None:
         combo, fitted = found
         mutations = [mutation_cause(m, fitted, failed) for m in combo]
+        if where.moved:
+            seen_there = f"Seen where your head runs ({where.said()}): it raises on the other inputs."
+            mutations = [d.model_copy(update={"detail": seen_there}) for d in mutations]
         if rubric is not None and seed is not None:
             mutations = _replayed(mutations, combo, fitted, failing, ref, rubric, seed)
         causes += mutations

@@ -50,6 +50,13 @@ class Where:
     def moved(self) -> bool:
         return self.length is not None or self.flags != (True, False)
 
+    def said(self) -> str:
+        """'at T = 128', 'with causal=False': where a cause found here was seen."""
+        parts = ([f"at T = {self.length}"] if self.length else []) + (
+            [f"with causal={self.flags[0]}"] if len(self.flags) == 1 else []
+        )
+        return " and ".join(parts)
+
     def kwargs(self) -> dict[str, Any]:
         """The causal flag of a single probe made here."""
         return {"causal": {"v": self.flags[0]}}

@@ -176,14 +176,16 @@ def cause_numbers(result: GradeResult) -> dict[str, int]:
 
 
 def causes_sentence(result: GradeResult) -> str | None:
-    """'Your head behaves exactly like the correct head with 2 changes: (1) ...; (2) ...', or None."""
+    """'Your head behaves exactly like the correct head with 2 changes: (1) ...; (2) ...', or None ('Where it
+    runs, ...' beside a crash: the changes were seen on the inputs it takes)."""
     numbers = cause_numbers(result)
     changes = [d for d in result.diagnosis if d.kind == "mutation"]
     if not changes:
         return None
     n = len(changes)
     listed = "; ".join(f"({numbers[d.id]}) {d.title}" for d in changes)
-    return f"Your head behaves exactly like the correct head with {n} change{'s' if n > 1 else ''}: {listed}."
+    who = "Where it runs, your head" if any(d.kind == "crash" for d in result.diagnosis) else "Your head"
+    return f"{who} behaves exactly like the correct head with {n} change{'s' if n > 1 else ''}: {listed}."
 
 
 def cause_line(result: GradeResult, cause_id: str) -> str:
