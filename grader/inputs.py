@@ -7,9 +7,12 @@ failing family is the minimal counterexample.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import math
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +42,21 @@ FAMILIES: tuple[Shape, ...] = (
     Shape(3, 8, 7, 5, 2),
     Shape(2, 12, 16, 6, 9),
 )
+
+
+# Where a head runs only at one length (a mask buffer of fixed size), its checks are run again there: every
+# case made by make_case then has that many positions (the seeds, widths and batch sizes stay the check's).
+_LENGTH: ContextVar[int | None] = ContextVar("length", default=None)
+
+
+@contextlib.contextmanager
+def at_length(T: int) -> Iterator[None]:
+    """Within this block, every case :func:`make_case` makes (a check's families and shapes) has length ``T``."""
+    token = _LENGTH.set(T)
+    try:
+        yield
+    finally:
+        _LENGTH.reset(token)
 
 
 def check_seed(base: int, check_id: str, salt: int = 0) -> int:
@@ -81,7 +99,10 @@ class Case:
 def make_case(
     shape: Shape, *, seed: int, dtype: torch.dtype = torch.float64, x_scale: float = 1.0, w_scale: float = 1.0
 ) -> Case:
-    """X ~ N(0, x_scale^2); W ~ N(0, w_scale^2 / d), so scores stay O(1) unless scaled up on purpose."""
+    """X ~ N(0, x_scale^2); W ~ N(0, w_scale^2 / d), so scores stay O(1) unless scaled up on purpose
+    (``shape``'s length replaced inside :func:`at_length`)."""
+    if (T := _LENGTH.get()) is not None:
+        shape = dataclasses.replace(shape, T=T)
     g = torch.Generator().manual_seed(seed)
     s = shape
     X = torch.randn(s.B, s.T, s.d, generator=g, dtype=torch.float64) * x_scale
@@ -124,8 +145,9 @@ def simple_cases(*, seed: int, dtype: torch.dtype = torch.float64) -> list[Case]
         (Shape(2, 5, 5, 3, 2), "one_hot_tokens"),
         (Shape(2, 5, 4, 1, 3), "d_k_one"),
     )
-    for k, (shape, kind) in enumerate(specs):
-        base = make_case(shape, seed=seed + k)
+    for k, (spec, kind) in enumerate(specs):
+        base = make_case(spec, seed=seed + k)
+        shape = base.shape  # the spec's, or its length replaced (at_length)
         X = base.X.clone()
         if kind == "zero_first_token":
             X[:, 0] = 0

@@ -20,9 +20,10 @@ from pathlib import Path
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
 from grader.checks._exercises import stats_seed
-from grader.diagnosis import attach_causes, diagnose, prices
+from grader.diagnosis import Examination, attach_causes, examine, prices
 from grader.head import Head, MissingFunction, StudentFailure
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.inputs import at_length
+from grader.models import FAILING, CheckResult, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -107,7 +108,12 @@ def grade(
                 return run_check(CHECKS[cid], ctx, rubric.checks[cid], rerun)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
-            diagnosis = _diagnose(results, head, ref, rubric, seed)
+            exam = _examine(results, head, ref, rubric, seed)
+            again = _stopped_by_length(exam)
+            if again and exam.where.length is not None:  # run them where the head runs, then diagnose that
+                results = _run_at_length(again, exam.where.length, lambda cid: run(cid, head), results, memo)
+                exam = _examine(results, head, ref, rubric, seed)
+            diagnosis = exam.causes
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
@@ -322,13 +328,47 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         thread.join()
 
 
-def _diagnose(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> list[Diagnosis]:
+def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> Examination:
     """The root causes of the failing checks; a grader bug here costs the hint, never the grade."""
     try:
-        return diagnose(results, head, ref, rubric, seed)
+        return examine(results, head, ref, rubric, seed)
     except Exception:  # pragma: no cover - defensive: diagnosis is advice, not a verdict
         traceback.print_exc()
-        return []
+        return Examination([])
+
+
+# Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student
+# kit, the stored public ones), a timed check's length is its point.
+NOT_AT_LENGTH = frozenset({"reference_match", "student_tests"})
+
+
+def _stopped_by_length(exam: Examination) -> list[str]:
+    """The head's checks that a length it cannot take stopped, to run again at the length where it runs."""
+    head_only = ((), ("causal_self_attention",))
+    return [
+        cid
+        for cid in exam.stopped
+        if cid in CHECKS and CHECKS[cid].needs in head_only and not CHECKS[cid].timed and cid not in NOT_AT_LENGTH
+    ]
+
+
+def _run_at_length(
+    again: list[str], T: int, run: Callable[[str], CheckResult], results: list[CheckResult], memo: dict[str, object]
+) -> list[CheckResult]:
+    """``results`` with the checks ``again`` run once more, every case they make of length ``T``: a head that
+    takes only that length is judged there on every property that does not rest on the length (issue 24). A
+    check that still cannot complete there (a case of its own length, a reply too large at T) keeps its first
+    verdict: its property was not observed, and the length limit is charged for it."""
+    memo.pop("precision", None)  # measured again at T too (it could not be measured at its own length)
+    note = (
+        f"Run at T = {T}, a length your head takes: it raises at the lengths this check uses (its cases are "
+        "otherwise the check's own)."
+    )
+    with at_length(T):
+        ran = [run(cid) for cid in again]
+    redone = {r.id: r for r in ran if r.status not in ("error", "timeout")}  # else still not observed: kept
+    return [(r := redone.get(c.id, c)).model_copy(update={"notes": [*r.notes, note]}) if c.id in redone else c
+            for c in results]  # fmt: skip
 
 
 def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) -> CheckResult:

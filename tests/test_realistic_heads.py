@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from grader._notebook import Cell, missing_imports, reduce_cells
+from grader.inputs import FAMILIES
 from grader.library import load_reference
 from grader.models import GradeResult
 from grader.rubric import Rubric, load_rubric
@@ -47,6 +48,7 @@ CAUSES = {
 # states what it observed (issue 16).
 PRESUMING = ("exp overflowed", "subtract each row's max", "not negative enough", "with a stable softmax")
 IDS = [h["id"] for h in CATALOG]
+FAMILY = FAMILIES[3]
 
 
 def _enabled(rubric: Rubric) -> set[str]:
@@ -185,3 +187,22 @@ def test_messages_state_what_was_observed(head: dict[str, Any], rubric: Rubric, 
     for c in result.checks:
         presumed = [p for p in PRESUMING if p in c.message]
         assert not presumed, f"{c.id} presumes a cause: {presumed}\n{c.message}"
+
+
+def test_a_head_that_takes_one_length_is_judged_there(rubric: Rubric, pool: WorkerPool) -> None:
+    """Issue 24: the checks a fixed-length buffer stopped run again at T = 128 (their seeds and widths kept);
+    what still cannot run there stays the length limit's, and nothing unobserved is credited."""
+    from grader.inputs import at_length, family_cases, make_case, simple_cases
+
+    with at_length(128):
+        assert {c.shape.T for c in family_cases(1, "x")} == {128} and make_case(FAMILY, seed=1).X.shape[1] == 128
+        assert all(c.X.shape[1] == c.shape.T == 128 for c in simple_cases(seed=3))
+    assert make_case(FAMILY, seed=1).X.shape[1] == FAMILY.T
+    result = _grade("fixed_mask_buffer", rubric, pool)
+    by_id = {c.id: c for c in result.checks}
+    moved = [c for c in result.checks if any(n.startswith("Run at T = 128") for n in c.notes)]
+    assert {"causal_mask", "row_stochastic", "gradient_blocks"} <= {c.id for c in moved}
+    assert all(c.status == "passed" for c in moved)
+    [crash] = result.diagnosis
+    assert set(crash.explains) == {"reference_match", "future_perturbation", "numerical_stability", "performance"}
+    assert by_id["future_perturbation"].status == "error"  # too large a reply at T = 128: not observed, not credited

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -87,6 +88,8 @@ __all__ = [
     "count_causes",
     "count_diagnoses",
     "diagnose",
+    "examine",
+    "Examination",
     "indistinguishable",
     "kit_cause_ids",
     "prices",
@@ -96,15 +99,32 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class Examination:
+    """What a diagnosis found: the causes, and where the head runs (its checks stopped by a length it cannot
+    take, ``stopped``, can be run again at ``where.length``)."""
+
+    causes: list[Diagnosis]
+    where: Where = Where()
+    stopped: tuple[str, ...] = ()
+
+
 def diagnose(
     checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
 ) -> list[Diagnosis]:
     """Every root cause of the failing checks, each with the checks it explains; [] when none failed.
     ``rubric`` and ``seed`` let a check be replayed on the error model (see ``_replay``)."""
+    return examine(checks, head, ref, rubric, seed).causes
+
+
+def examine(
+    checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
+) -> Examination:
+    """:func:`diagnose`, and where the head runs."""
     checks = list(checks)
     failing = [c for c in checks if c.status in FAILING]
     if not failing:
-        return []
+        return Examination([])
     failed = {c.id for c in failing}
     passed = {c.id for c in checks if c.status == "passed"}
     seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
@@ -138,7 +158,8 @@ def diagnose(
     causes += _missing(failing) + _uninstalled(failing)
     causes += _breaches(_left(failing, causes))
     causes += _own(_left(failing, causes))
-    return _explained(_one_choice(causes, slips, bad), failing)
+    stopped = tuple(size.explains) if size else ()
+    return Examination(_explained(_one_choice(causes, slips, bad), failing), where, stopped)
 
 
 def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
