@@ -366,9 +366,10 @@ def _run_at_length(
     )
     with at_length(T):
         ran = [run(cid) for cid in again]
-    redone = {r.id: r for r in ran if r.status not in ("error", "timeout")}  # else still not observed: kept
-    return [(r := redone.get(c.id, c)).model_copy(update={"notes": [*r.notes, note]}) if c.id in redone else c
-            for c in results]  # fmt: skip
+    # a check that errs or times out there was still not observed: its first verdict stays
+    observed = [r for r in ran if r.status not in ("error", "timeout")]
+    redone = {r.id: r.model_copy(update={"notes": [*r.notes, note]}) for r in observed}
+    return [redone.get(c.id, c) for c in results]
 
 
 def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) -> CheckResult:

@@ -10,7 +10,6 @@ prices. The known bugs that need the library's code to be recognised are describ
 
 from __future__ import annotations
 
-import string
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -53,12 +52,6 @@ class Cause(_Strict):
 
     def phrase(self, name: str, **fields: object) -> str:
         return self.phrases[name].format(**fields)
-
-    def fields(self) -> set[str]:
-        """Every {name} its title, hint, citation and variants ask for (the phrases are filled separately)."""
-        variants = [t for v in self.variants.values() for t in (v.title, v.hint) if t]
-        texts = [self.title, self.hint, self.cites, *variants]
-        return {name for text in texts for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
 class _Table(_Strict):

@@ -24,13 +24,13 @@ from grader.compare import Tolerance
 from grader.diagnosis._known import MATCH, Probe, Seen
 from grader.diagnosis._mutations import SLOT_OF, SLOTS, Combo, _pick, named_scales
 from grader.diagnosis._search import matches
+from grader.diagnosis._where import ARGS
 
 LEVELS = 2048
 RUNGS = 7
 TOP = 1e300  # a constant beyond this (float64's finfo.min) is as good as -inf for every dtype the head may get
 LADDER = Tolerance(rtol=1e-4, atol=1e-12)  # scores of 1e9 carry rounding of 1e-7: agree on the pattern, not bits
 FORMS = ("weak_mask_fill", "weak_mask_constant")
-ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
 
 
 def ladder_probe(levels: torch.Tensor, scale: float) -> Probe:
