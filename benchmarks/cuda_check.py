@@ -139,10 +139,9 @@ def calibrate(seeds: int) -> dict[str, tuple[float, str]]:
 
 def graded(seed: int = 20417) -> tuple[bool, dict[str, dict[str, str]]]:
     """Step 4: the real grader, sandbox and worker, with --device cuda."""
-    from grader.rubric import load_rubric
-    from grader.runner import grade
+    from grader.runner import checked_rubric, grade
 
-    rubric = load_rubric()
+    rubric = checked_rubric()
     ok, out = True, dict[str, dict[str, str]]()
     for name, source in heads().items():
         with tempfile.TemporaryDirectory() as d:

@@ -526,7 +526,8 @@ def batch_main(argv: list[str]) -> int:
     """``grade batch``: 0 when every submission got a verdict, 1 if the grader failed on some, 2 on misuse."""
     from rich.console import Console
 
-    from grader.rubric import RubricError, load_rubric
+    from grader.rubric import RubricError
+    from grader.runner import checked_rubric
 
     args = _parser().parse_args(argv)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -541,7 +542,7 @@ def batch_main(argv: list[str]) -> int:
     if not args.submissions.is_dir():
         return usage(f"{args.submissions} is not a folder of submissions")
     try:
-        rubric = load_rubric(args.rubric)
+        rubric = checked_rubric(args.rubric)
     except RubricError as exc:
         return usage(str(exc))
     with _Progress(err, enabled=not args.quiet) as progress:

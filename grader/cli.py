@@ -100,11 +100,11 @@ def _grade(args: argparse.Namespace) -> int:
     uid_base = _uid_base(args.rubric)
     with WorkerPool(2, uid_base=uid_base, lazy=True) as pool:
         pool.prestart(1, tests=args.watch)  # a watch's grades take the two slots in turn
-        from grader.rubric import RubricError, load_rubric, validate_check_ids
+        from grader.rubric import RubricError, load_rubric
         from grader.submission import SubmissionError
 
         try:
-            rubric = load_rubric(args.rubric, check_ids=False)
+            rubric = load_rubric(args.rubric)  # pydantic only: the ids are matched once the checks are loaded
         except RubricError as exc:
             return _fail(str(exc))
         if rubric.limits.sandbox_uid_base != uid_base:  # the light read disagrees: never guess
@@ -112,8 +112,10 @@ def _grade(args: argparse.Namespace) -> int:
         unknown = [c for c in args.only or [] if c not in rubric.checks]
         if unknown:
             return _fail(f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
+        from grader.runner import validate_ids
+
         try:
-            validate_check_ids(rubric, args.rubric)
+            validate_ids(rubric, args.rubric)
         except RubricError as exc:
             return _fail(str(exc))
         import torch

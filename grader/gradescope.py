@@ -225,12 +225,11 @@ def _main_thread() -> bool:
 
 def _grade(submission: Path, rubric_path: Path | None, memory_mb: int | None, out: Any) -> dict[str, Any]:
     from grader.batch import locate, unreadable_result
-    from grader.rubric import load_rubric
-    from grader.runner import grade
+    from grader.runner import checked_rubric, grade
     from grader.sandbox import WorkerPool
     from grader.submission import SubmissionError
 
-    rubric = load_rubric(rubric_path)
+    rubric = checked_rubric(rubric_path)
     if memory_mb is not None and memory_mb < rubric.limits.memory_mb:
         limits = rubric.limits.model_copy(update={"memory_mb": memory_mb})
         rubric = rubric.model_copy(update={"limits": limits})
@@ -423,10 +422,10 @@ def build_bundle(out: Path, rubric_path: Path | None = None, *, memory_mb: int =
     from importlib import metadata
 
     from grader._paths import bundled
-    from grader.rubric import load_rubric
+    from grader.runner import checked_rubric
 
     rubric_file = rubric_path or bundled("rubrics") / "step4.toml"
-    rubric = load_rubric(rubric_file)  # refuse to bundle a rubric that would fail on every submission
+    rubric = checked_rubric(rubric_file)  # refuse to bundle a rubric that would fail on every submission
     torch_version = metadata.version("torch").split("+", 1)[0]
     setup = SETUP_SH.replace("{torch}", torch_version).replace("{uid_base}", str(rubric.limits.sandbox_uid_base))
     setup = setup.replace("{course_packages}", _course_packages_line(rubric.packages))

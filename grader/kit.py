@@ -33,7 +33,7 @@ from grader._paths import bundled
 from grader.checks._exercises import KERNEL_CASES, QK_CASES, stats_seed
 from grader.oracle import SNAPSHOT_FILE, Oracle, case_key, causal_name, gaussian_key, public_case_list
 from grader.packaging import package_files, pyproject
-from grader.rubric import Rubric, load_rubric
+from grader.rubric import Rubric
 from grader.visuals import BANDWIDTHS, KERNEL_T, SCALE_DKS, SCALE_SAMPLES, SCALE_T
 
 DISTRIBUTION = "step4-grader-student"
@@ -109,7 +109,9 @@ def build_kit(out: Path, rubric_path: Path | None = None) -> Path:
     if oracle.edition != "instructor":
         raise KitError("this is the student kit: a kit is built from the instructor's grader")
     rubric_file = rubric_path or bundled("rubrics") / "step4.toml"
-    rubric = load_rubric(rubric_file)  # refuse a rubric that would fail on every submission
+    from grader.runner import checked_rubric
+
+    rubric = checked_rubric(rubric_file)  # refuse a rubric that would fail on every submission
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="step4-kit-") as tmp:
         stage = Path(tmp) / "src"

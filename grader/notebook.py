@@ -146,10 +146,11 @@ def _uid_base(rubric: str | Path | None) -> int:
 
 
 def _rubric(path: str | Path | None, only: list[str] | None) -> Rubric:
-    from grader.rubric import RubricError, load_rubric
+    from grader.rubric import RubricError
+    from grader.runner import checked_rubric
 
     try:
-        rubric = load_rubric(None if path is None else Path(path))
+        rubric = checked_rubric(None if path is None else Path(path))
     except RubricError as exc:
         raise CheckError(str(exc)) from None
     unknown = [c for c in only or [] if c not in rubric.checks]

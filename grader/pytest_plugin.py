@@ -59,7 +59,7 @@ class Step4:
         from grader.rubric import load_rubric
 
         self.config = config
-        self.rubric: Rubric = load_rubric(check_ids=False)  # pydantic only: collecting imports no torch
+        self.rubric: Rubric = load_rubric()  # pydantic only: collecting imports no torch
         chosen = config.getoption("--step4-submission")
         self.submission = None if chosen is None else Path(chosen).resolve()
         self.target: Path | None = None  # what is graded: the module's folder, or the file named

@@ -17,15 +17,16 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+from grader._paths import bundled
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
 from grader.checks._exercises import stats_seed
-from grader.diagnosis import Examination, attach_causes, examine, prices
+from grader.diagnosis import Examination, attach_causes, cause_ids, examine, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length
 from grader.models import FAILING, CheckResult, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
-from grader.rubric import CheckRubric, Rubric
+from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.sandbox._pool import Cancelled
 from grader.scoring import tally
@@ -40,6 +41,25 @@ RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy an
 
 
 Reproduce = Callable[[str, int], str]  # (check id, seed) -> the line that reruns that check alone
+
+
+def validate_ids(rubric: Rubric, path: Path | None = None, oracle: Oracle | None = None) -> None:
+    """Every check the rubric names must exist, and every cause it prices (``oracle``'s edition's causes)."""
+    where = path or bundled("rubrics") / "step4.toml"
+    unknown = [cid for cid in rubric.checks if cid not in CHECKS]
+    if unknown:
+        raise RubricError(f"{where}: checks.{unknown[0]}: no such check (known: {', '.join(CHECKS)})")
+    causes = cause_ids(oracle)
+    unpriced = [m for m in rubric.mistakes if m not in causes]
+    if unpriced:
+        raise RubricError(f"{where}: mistakes.{unpriced[0]}: no such cause (known: {', '.join(sorted(causes))})")
+
+
+def checked_rubric(path: Path | None = None) -> Rubric:
+    """:func:`grader.rubric.load_rubric`, then :func:`validate_ids`: a rubric that every command can grade with."""
+    rubric = load_rubric(path)
+    validate_ids(rubric, path)
+    return rubric
 
 
 def reproduce_command(submission: str, check_id: str, seed: int) -> str:
@@ -82,6 +102,7 @@ def grade(
     rerun = reproduce or partial(reproduce_command, label)
     selected = [cid for cid, rc in rubric.checks.items() if rc.enabled and (not only or cid in only)]
     ref = oracle or load_oracle()
+    validate_ids(rubric, oracle=ref)  # a rubric built in code, too, names only checks and causes that exist
     plot = visuals and not only  # the report's pictures; --only runs are about one check
     reference_side = _reference_side(ref, seed, plot=plot)
     with contextlib.ExitStack() as stack:

@@ -8,7 +8,7 @@ two modules together), except those under ``if TYPE_CHECKING:``, which never run
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -16,11 +16,6 @@ import grader
 
 ROOT = Path(grader.__file__).parent
 VIEWS = ("grader.report", "grader.exports")  # pure functions of a GradeResult
-# Functions that read every registry, run only by the commands (a test below holds neither checks nor the
-# diagnosis to calling them): their late imports tie no layer to another. The rubric's schema is below the
-# checks; matching its check ids and prices against the check registry and the diagnosis' vocabulary is not.
-ENTRY_ONLY = {"grader.rubric": frozenset({"validate_check_ids"})}
-CALLERS_OF_ENTRY_ONLY = ("validate_check_ids", "load_rubric")  # load_rubric calls validate_check_ids
 GRADESCOPE_VIEWS = ("_status", "_heatmap_table", "_test", "results_json", "error_results")  # its rendering
 
 
@@ -41,16 +36,14 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def _walk(node: ast.AST, skip: frozenset[str] = frozenset()) -> Iterable[ast.AST]:
-    """Every node under ``node``, leaving out ``if TYPE_CHECKING:`` bodies and the functions named in ``skip``."""
+def _walk(node: ast.AST) -> Iterable[ast.AST]:
+    """Every node under ``node``, leaving out ``if TYPE_CHECKING:`` bodies."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.If) and _type_checking_only(child):
-            yield from (n for stmt in child.orelse for n in (stmt, *_walk(stmt, skip)))
-            continue
-        if isinstance(child, ast.FunctionDef) and child.name in skip:
+            yield from (n for stmt in child.orelse for n in (stmt, *_walk(stmt)))
             continue
         yield child
-        yield from _walk(child, skip)
+        yield from _walk(child)
 
 
 def _targets(node: ast.AST, importer: str) -> set[str]:
@@ -76,7 +69,7 @@ def _targets(node: ast.AST, importer: str) -> set[str]:
 def imports_in(name: str, node: ast.AST | None = None) -> set[str]:
     """The grader modules that module ``name`` (or ``node`` within it) imports, at any depth of its code."""
     tree = node if node is not None else ast.parse(modules()[name].read_text(encoding="utf-8"))
-    return {t for n in _walk(tree, ENTRY_ONLY.get(name, frozenset())) for t in _targets(n, name)}
+    return {t for n in _walk(tree) for t in _targets(n, name)}
 
 
 def _module_level(name: str) -> ast.Module:
@@ -162,12 +155,58 @@ def names_used(name: str) -> set[str]:
     return out
 
 
-def test_neither_checks_nor_diagnosis_run_the_rubric_validation() -> None:
-    """What makes ENTRY_ONLY sound: the functions whose imports the graph leaves out are not used by a check or
-    by the diagnosis, so their imports never run on the way from one of the two to the other."""
-    for m in modules():
-        if in_package(m, "grader.checks") or in_package(m, "grader.diagnosis"):
-            assert not names_used(m) & set(CALLERS_OF_ENTRY_ONLY), m
+def cycles(edges: Mapping[str, frozenset[str]] | None = None) -> list[set[str]]:
+    """The strongly connected components of ``edges`` (the grader's graph by default) with more than one module
+    (Tarjan's algorithm, iteratively)."""
+    edges = graph() if edges is None else edges
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[set[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        m = stack.pop()
+                        component.add(m)
+                        if m == node:
+                            break
+                    if len(component) > 1:
+                        out.append(component)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                work.append((child, iter(sorted(edges[child]))))
+            elif child in stack:
+                low[node] = min(low[node], index[child])
+    return out
+
+
+def test_no_import_cycle_leaves_a_package() -> None:
+    """Modules import each other in a circle only inside one package, where its face (``__init__``) re-exports
+    what its own modules define. The rubric is a schema below the checks and the diagnosis: matching its ids
+    against both is the runner's, which loads both."""
+    for component in cycles():
+        packages = {m if modules()[m].name == "__init__.py" else m.rpartition(".")[0] for m in component}
+        assert len(packages) == 1, sorted(component)
+
+
+def test_the_cycle_finder_sees_a_circle() -> None:
+    """The rubric validating ids itself (as it once did, late) would tie it, the checks and the head together."""
+    circle = dict(graph()) | {"grader.rubric": graph()["grader.rubric"] | {"grader.checks"}}
+    assert any({"grader.rubric", "grader.head", "grader.checks"} <= c for c in cycles(circle))
 
 
 def test_views_never_import_the_batch_runner() -> None:
