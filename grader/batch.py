@@ -44,8 +44,9 @@ ANSWER_OPTIONAL = frozenset({"forbidden_api"})
 HEAD = "causal_self_attention"
 KINDS = (".py", ".zip", ".ipynb")
 GRADESCOPE_METADATA = "submission_metadata.yml"
-RESERVED = {"grades.csv", "summary.html"}
+RESERVED = {"grades.csv", "summary.html", "similarity.csv", "similarity.html"}
 STATE_FILE = ".fingerprint"
+BATCH_STATE = ".batch.json"  # OUT's record of the submissions folder (grader/similarity.py reads it)
 _UNSAFE = re.compile(r"[^\w.@+-]")
 _MAX_ID = 100
 
@@ -419,6 +420,8 @@ def run_batch(
     report.resumed = sum(o.resumed for o in report.outcomes)
     report.graded = len(report.outcomes) - report.resumed
     write_atomic(out / "grades.csv", grades_csv(report.outcomes, rubric))
+    # where the submissions are, for `grade similarity OUT` (which reads their code, never the workers')
+    write_atomic(out / BATCH_STATE, json.dumps({"submissions": str(Path(submissions).resolve())}) + "\n")
     from grader.report.summary import render_summary
 
     write_atomic(out / "summary.html", render_summary(report.outcomes, rubric, notes=notes))
@@ -514,6 +517,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
     p.add_argument("--force", action="store_true", help="regrade submissions that are already graded")
     p.add_argument("--quiet", action="store_true", help="no progress bar; print only the summary line")
+    p.add_argument(
+        "--similarity",
+        action="store_true",
+        help="also write OUT/similarity.html and similarity.csv: pairs whose code stands out as shared "
+        "(instructor only; grade similarity OUT makes it for an already graded folder)",
+    )
+    from grader.similarity import add_options
+
+    add_options(p, submissions=False)
     return p
 
 
@@ -555,6 +567,16 @@ def batch_main(argv: list[str]) -> int:
             on_done=progress.advance,
         )
     _print_report(report, args.out, Console(highlight=False))
+    if args.similarity:
+        from grader.similarity import SimilarityError, summary_line, write_similarity
+
+        try:
+            similar = write_similarity(
+                args.out, args.submissions, boilerplate=args.boilerplate, common=args.common, rubric=rubric
+            )
+        except SimilarityError as exc:
+            return usage(f"--similarity: {exc}")
+        Console(highlight=False, soft_wrap=True).print(summary_line(similar, args.out), markup=False)
     return 1 if report.errors else 0
 
 

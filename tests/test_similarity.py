@@ -1,0 +1,220 @@
+"""The class similarity report: copies found, honest heads left alone.
+
+A class of independent heads (the library's realistic heads, the notebooks' heads) with two planted copies of
+one of them (tests/similarity/: names renamed, statements reordered, comments rewritten). The similarity stage
+reads a graded folder; grading 40 heads takes minutes, so most tests build that folder from the catalog (each
+realistic head's result.json holds the causes and score tests/test_realistic_heads.py asserts the grader
+gives it). One end-to-end test runs `grade batch --similarity` on a small class.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.similarity import Code, boilerplate_sources, compare_class, write_similarity
+
+HERE = Path(__file__).resolve().parent
+REALISTIC = HERE / "realistic"
+NOTEBOOKS = HERE / "notebooks"
+PLANTED = HERE / "similarity"
+ORIGINAL = "gpt_walkthrough_head"  # the head the planted copies were made from
+COPIES = {ORIGINAL, "planted_copy_1", "planted_copy_2"}
+CATALOG = {h["id"]: h for h in tomllib.loads((REALISTIC / "catalog.toml").read_text())["head"]}
+
+
+def _result(name: str, head: dict) -> GradeResult:
+    check = CheckResult(
+        id="reference_match",
+        title="t",
+        cites="",
+        status="passed",
+        score=1,
+        max_score=1,
+        message="",
+        seed=1,
+        duration_s=0.0,
+    )
+    return GradeResult(
+        submission=name,
+        seed=1,
+        score=head["score"],
+        max_score=100,
+        checks=[check],
+        rubric="Project Step 4",
+        duration_s=1.0,
+        diagnosis=[Diagnosis(id=c, title=c.replace("_", " "), hint="", cites="") for c in head["causes"]],
+    )
+
+
+def build_class(tmp: Path) -> tuple[Path, Path]:
+    """SUBMISSIONS (realistic heads, notebooks, planted copies) and OUT, graded as the catalog says."""
+    subs, out = tmp / "subs", tmp / "out"
+    subs.mkdir()
+    for f in REALISTIC.glob("*.py"):
+        shutil.copy(f, subs / f.name)
+    for nb in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy(nb, subs / nb.name)
+    for f in PLANTED.glob("planted_copy_*.py"):
+        shutil.copy(f, subs / f.name)
+    for f in subs.glob("*.py"):
+        head = CATALOG.get(ORIGINAL if f.stem.startswith("planted") else f.stem)
+        if head is None:
+            continue
+        (out / f.stem).mkdir(parents=True)
+        (out / f.stem / "result.json").write_text(_result(f.name, head).model_dump_json())
+        (out / f.stem / "report.html").write_text("<!doctype html><title>report</title>")
+    return subs, out
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, object]:
+    subs, out = build_class(tmp_path_factory.mktemp("class"))
+    report = write_similarity(out, subs)
+    return subs, out, report
+
+
+def test_planted_copies_rank_first_and_are_flagged_and_no_independent_pair_is(graded) -> None:
+    subs, out, report = graded
+    assert report.submissions == len(list(subs.iterdir())) >= 45
+    planted = {frozenset((p.a, p.b)) for p in report.pairs[:3]}
+    assert planted == {
+        frozenset(pair)
+        for pair in [(ORIGINAL, "planted_copy_1"), (ORIGINAL, "planted_copy_2"), ("planted_copy_1", "planted_copy_2")]
+    }
+    flagged = [p for p in report.pairs if p.flagged]
+    assert {frozenset((p.a, p.b)) for p in flagged} == planted, [(p.a, p.b, p.similarity, p.z) for p in flagged]
+    # far out: each planted pair lies well past the cut-off, the best independent pair well inside it
+    independent = [p for p in report.pairs if not {p.a, p.b} <= COPIES]
+    assert min(p.z for p in flagged) > 2 * report.z_flag
+    assert max((p.evidence for p in independent), default=0) < report.z_flag - 0.5
+
+
+def test_the_copies_match_on_the_head_not_on_the_shared_helpers(graded) -> None:
+    """The helpers every realistic head shares verbatim are common to the class, so nobody's: the
+    matching lines of a planted pair are its head's, above `def gaussian_positional_weights`."""
+    subs, _, report = graded
+    pair = next(p for p in report.pairs if {p.a, p.b} == {ORIGINAL, "planted_copy_1"})
+    for sid, lines in ((pair.a, pair.lines_a), (pair.b, pair.lines_b)):
+        text = (subs / f"{sid}.py").read_text().splitlines()
+        helpers = next(i for i, line in enumerate(text, 1) if line.startswith("def gaussian_positional_weights"))
+        # a last fingerprint may run into the next definition's first line or two (a k-gram's tail)
+        assert lines and all(last <= helpers + 2 for _, last in lines), (sid, lines, helpers)
+    assert report.common_dropped > 0
+
+
+def test_csv_has_one_row_per_pair_above_the_floor(graded) -> None:
+    _, out, report = graded
+    rows = list(csv.DictReader(io.StringIO((out / "similarity.csv").read_text())))
+    assert list(rows[0]) == ["a", "b", "similarity", "flagged", "rare_causes", "lines_a", "lines_b"]
+    assert len(rows) == len(report.pairs) < report.pairs_total
+    assert [r["flagged"] for r in rows[:3]] == ["true"] * 3 and {r["flagged"] for r in rows[3:]} <= {"false"}
+    assert all(0 <= float(r["similarity"]) <= 1 for r in rows)
+    assert rows[0]["lines_a"] and all(part.replace("-", "").isdigit() for part in rows[0]["lines_a"].split(";"))
+
+
+def test_page_draws_the_distribution_and_the_flagged_pairs_side_by_side(graded) -> None:
+    _, out, report = graded
+    page = (out / "similarity.html").read_text()
+    assert page.count('class="pair flagged"') == 3
+    assert f'href="{ORIGINAL}/report.html"' in page and 'href="planted_copy_1/report.html"' in page
+    assert "<mark>" in page and "scale by sqrt d model" in page  # the causes beside the code
+    assert "<script" not in page and "http" not in page.split("<footer")[0].replace("http-equiv", "")
+    assert page.count("<rect") == len(report.histogram)
+
+
+def test_students_folders_are_untouched(graded) -> None:
+    """Privacy: nothing of the report is written into a student's folder (their report and results)."""
+    _, out, _ = graded
+    for folder in (p for p in out.iterdir() if p.is_dir()):
+        assert sorted(f.name for f in folder.iterdir()) == ["report.html", "result.json"]
+        assert "similar" not in (folder / "report.html").read_text().lower()
+
+
+def test_a_notebook_is_compared_on_the_definitions_the_grader_kept(tmp_path: Path) -> None:
+    """A copy of a head pasted into a notebook among demo cells matches the original; the demo cells the
+    grader drops (here a long plotting loop copied into both) do not count."""
+    import nbformat
+
+    head = (REALISTIC / "sqrt_T_scale.py").read_text()
+    demo = "\n".join(f"for step in range({k}):\n    print('epoch', step, {k} * step)" for k in range(12))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(head), nbformat.v4.new_code_cell(demo)])
+    (subs / "copier.ipynb").write_text(nbformat.writes(nb))
+    other = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell((REALISTIC / "einsum_head.py").read_text()), nbformat.v4.new_code_cell(demo)]
+    )
+    (subs / "honest.ipynb").write_text(nbformat.writes(other))
+    shutil.copy(REALISTIC / "sqrt_T_scale.py", subs / "original.py")
+    out = tmp_path / "out"
+    out.mkdir()
+    report = write_similarity(out, subs)
+    by_pair = {frozenset((p.a, p.b)): p for p in report.pairs}
+    copy = by_pair[frozenset(("copier", "original"))]
+    assert copy.similarity > 0.3
+    assert frozenset(("copier", "honest")) not in by_pair or by_pair[frozenset(("copier", "honest"))].similarity < 0.1
+    assert any("no result" in n for n in report.notes)  # not graded yet: compared on its code alone
+
+
+def test_verbatim_copy_of_the_course_code_is_found_by_the_unfiltered_pass() -> None:
+    """Two students who hand in the reference itself, verbatim: the normalised pass removes it as the
+    course's code; the verbatim pass still sees its text is the same."""
+    from grader.library import reference_path
+
+    ref = reference_path().read_text()
+    honest = [Code(f.stem, f.read_text()) for f in sorted(REALISTIC.glob("*.py"))[:12]]
+    codes = [*honest, Code("x1", ref.replace("# (B, T, T)", "# shapes")), Code("x2", ref)]
+    report = compare_class(codes, {}, course=[(HERE.parent / "student_template" / "attention_head.py").read_text()])
+    top = report.pairs[0]
+    assert {top.a, top.b} == {"x1", "x2"} and top.flagged and top.verbatim > 0.5
+
+
+def test_rare_shared_mistake_is_named_with_its_count() -> None:
+    """The same rare cause in both heads lifts a pair and is said in words beside the code."""
+    codes = [Code(f.stem, f.read_text()) for f in sorted(REALISTIC.glob("*.py"))]
+    results = {c.id: _result(c.id, CATALOG.get(c.id, {"score": 100, "causes": []})) for c in codes}
+    report = compare_class(codes, results, course=boilerplate_sources())
+    sharing = [p for p in report.pairs if p.rare_causes]
+    assert sharing, "the library has pairs that share a rare cause"
+    p = sharing[0]
+    assert p.evidence == pytest.approx(p.z + report.rare_bonus, abs=0.02)
+    n = sum(1 for r in results.values() if any(d.id == p.rare_causes[0] for d in r.diagnosis))
+    assert f"({n} of {len(codes)} heads)" in p.rare_words and n <= report.rare_max
+
+
+def test_command_on_a_graded_folder_and_its_errors(graded, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subs, out, _ = graded
+    assert main(["similarity", str(out), "--submissions", str(subs)]) == 0
+    assert "3 flagged" in capsys.readouterr().out
+    assert main(["similarity", str(tmp_path / "nowhere")]) == 2
+    empty = tmp_path / "graded"
+    empty.mkdir()
+    assert main(["similarity", str(empty)]) == 2  # no record of its submissions
+    assert "--submissions" in capsys.readouterr().err
+
+
+def test_gradescope_export_is_read_with_its_ids(tmp_path: Path) -> None:
+    export = tmp_path / "assignment_1_export"
+    export.mkdir()
+    (export / "submission_metadata.yml").write_text(
+        "---\nsubmission_1:\n  :submitters:\n  - :name: A\n    :sid: '101'\n"
+        "submission_2:\n  :submitters:\n  - :name: B\n    :sid: '102'\n"
+    )
+    sources = {"submission_1": REALISTIC / f"{ORIGINAL}.py", "submission_2": PLANTED / "planted_copy_2.py"}
+    for k, f in enumerate(sorted(REALISTIC.glob("*.py"))[:10]):
+        sources[f"submission_{k + 3}"] = f
+    for name, f in sources.items():
+        (export / name).mkdir()
+        shutil.copy(f, export / name / "attention_head.py")
+    out = tmp_path / "out"
+    out.mkdir()
+    report = write_similarity(out, tmp_path)
+    assert {report.pairs[0].a, report.pairs[0].b} == {"101", "102"} and report.pairs[0].flagged
