@@ -247,9 +247,15 @@ class ClassSimilarity(_Strict):
     graded: int = Field(description="Submissions with a stored result (their causes count).")
     pairs_total: int
     pairs_matching: int = Field(description="Pairs sharing any passage after the boilerplate is removed.")
+    spread_over: Literal["matching", "all"] = Field(
+        default="matching",
+        description="Which pairs the median and MAD are of: those that match (a class with enough of them), or "
+        "every pair, the unmatched at 0 (a small class).",
+    )
     median: float = Field(description="Median similarity of the pairs that share any passage.")
     mad: float = Field(description="Their median absolute deviation.")
-    scale: float = Field(description="1.4826 MAD, at least the report's floor of spread.")
+    scale: float = Field(description="1.4826 MAD, at least scale_floor.")
+    scale_floor: float = Field(default=0.05, description="The least spread assumed: pairs this close are alike.")
     q1: float
     q3: float
     max_similarity: float

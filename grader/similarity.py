@@ -45,7 +45,8 @@ VERBATIM_NOISE = 60  # raw text (comments and names kept): a match must span mor
 COMMON = 3  # MOSS's advice for short assignments: a passage in more than 3-4 programs is nobody's
 Z_FLAG = 3.5  # Iglewicz & Hoaglin's cut-off for the modified z-score: an outlier
 RARE_BONUS = 1.5  # a shared rare mistake counts as this many robust deviations of code similarity
-SCALE_FLOOR = 0.02  # the least spread of similarity assumed: a class of identical scraps flags no scrap
+SCALE_FLOOR = 0.05  # the least spread of similarity assumed: pairs 0.05 apart are alike
+MIN_MATCHING = 8  # fewer matching pairs than this (a small class) are ranked against every pair, zeros included
 FLOOR_Z = 1.0  # pairs listed in the CSV: evidence of at least one robust deviation above the median
 BINS = 20
 RARE_SHARE = 0.05  # a cause held by at most 5% of the class (and never fewer than 3 heads) is rare
@@ -253,7 +254,8 @@ def compare_class(
     total_pairs = n * (n - 1) // 2
     scores = [max(mn.score, mv.score) for mn, mv in matches.values()]
     values = scores + [0.0] * (total_pairs - len(scores))  # every pair of the class, the unmatched as 0
-    sp = spread(scores)
+    matching = len(scores) >= MIN_MATCHING
+    sp = spread(scores if matching else values)
 
     holders = Counter(cid for sid in by_id if sid in results for cid in _causes(results[sid]))
     rare_max = rare_threshold(n)
@@ -304,9 +306,11 @@ def compare_class(
         graded=graded,
         pairs_total=total_pairs,
         pairs_matching=len(scores),
+        spread_over="matching" if matching else "all",
         median=round(sp.median, 4),
         mad=round(sp.mad, 4),
         scale=round(sp.scale, 4),
+        scale_floor=SCALE_FLOOR,
         q1=round(sp.q1, 4),
         q3=round(sp.q3, 4),
         max_similarity=round(max(values, default=0.0), 4),

@@ -218,3 +218,57 @@ def test_gradescope_export_is_read_with_its_ids(tmp_path: Path) -> None:
     out.mkdir()
     report = write_similarity(out, tmp_path)
     assert {report.pairs[0].a, report.pairs[0].b} == {"101", "102"} and report.pairs[0].flagged
+
+
+def test_course_notebook_given_as_boilerplate_is_nobodys(tmp_path: Path) -> None:
+    """A starter notebook's given cell, pasted by two students, is the course's (--boilerplate NB): without
+    it the pair is flagged for that cell; with it, what is left is the joins around the pasted cell."""
+    import nbformat
+
+    given = (REALISTIC / "d2l_masked_softmax_dropout.py").read_text().split("def causal_self_attention")[0]
+    starter = tmp_path / "starter.ipynb"
+    starter.write_text(nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(given)])))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name, f in (("s1", "einsum_head.py"), ("s2", "sqrt_T_scale.py")):
+        head = (REALISTIC / f).read_text()
+        (subs / f"{name}.py").write_text(head.replace("import torch\n", "import torch\n" + given, 1))
+    for f in sorted(REALISTIC.glob("*.py"))[:6]:
+        shutil.copy(f, subs / f.name)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def pair(report) -> float:
+        return next((p.similarity for p in report.pairs if {p.a, p.b} == {"s1", "s2"}), 0.0)
+
+    without, given = write_similarity(out, subs), write_similarity(out, subs, boilerplate=[starter])
+    assert pair(without) > 0.3 and any(p.flagged for p in without.pairs)
+    assert pair(given) < pair(without) / 3 and not any(p.flagged for p in given.pairs)
+
+
+@pytest.mark.slow
+def test_grade_batch_with_similarity_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`grade batch DIR --out OUT --similarity` grades, then writes the report beside grades.csv; the
+    students' reports say nothing of it; `grade similarity OUT` later finds the submissions on its own."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in (ORIGINAL, "sqrt_T_scale", "einsum_head", "softmax_dim1"):
+        shutil.copy(REALISTIC / f"{name}.py", subs / f"{name}.py")
+    (subs / "copier").mkdir()
+    shutil.copy(PLANTED / "planted_copy_1.py", subs / "copier" / "attention_head.py")
+    out = tmp_path / "out"
+    assert main(["batch", str(subs), "--out", str(out), "--jobs", "2", "--quiet", "--similarity"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 flagged" in printed and "similarity.html" in printed
+    rows = list(csv.DictReader(io.StringIO((out / "similarity.csv").read_text())))
+    assert {rows[0]["a"], rows[0]["b"]} == {ORIGINAL, "copier"} and rows[0]["flagged"] == "true"
+    assert [r["flagged"] for r in rows].count("true") == 1
+    page = (out / "similarity.html").read_text()
+    assert 'href="copier/report.html"' in page and "73 / 100" in page  # the original's score, beside its code
+    for sid, other in ((ORIGINAL, "copier"), ("copier", ORIGINAL)):
+        for name in ("report.html", "result.json"):
+            text = (out / sid / name).read_text()
+            assert "similarity.html" not in text and "Class similarity" not in text and other not in text
+    (out / "similarity.html").unlink()
+    assert main(["similarity", str(out)]) == 0
+    assert (out / "similarity.html").is_file()
