@@ -129,13 +129,24 @@ def _run_pass(cd: Any, codes: Sequence[Code], course: Sequence[str], k: int, com
     for text in course:
         plate |= _fingerprint(cd, text, k, None, normalise=normalise).hashes
     base = np.array(sorted(plate), dtype=np.int64)
-    first = {c.id: _fingerprint(cd, c.text, k, base, normalise=normalise) for c in codes}
-    counts = Counter(h for fp in first.values() for h in fp.hashes)
+    prints = {c.id: _fingerprint(cd, c.text, k, base, normalise=normalise) for c in codes}
+    counts = Counter(h for fp in prints.values() for h in fp.hashes)
     frequent = {h for h, n in counts.items() if n > common}
-    if not frequent:
-        return _Pass(first, 0)
-    both = np.array(sorted(plate | frequent), dtype=np.int64)
-    return _Pass({c.id: _fingerprint(cd, c.text, k, both, normalise=normalise) for c in codes}, len(frequent))
+    for fp in prints.values():
+        _drop(cd, fp, frequent)
+    return _Pass(prints, len(frequent))
+
+
+def _drop(cd: Any, fp: Any, hashes: set[int]) -> None:
+    """Remove ``hashes`` from a fingerprint, as copydetect removes boilerplate (after winnowing): the same
+    fingerprint as building it again with them added to the boilerplate, without tokenizing twice."""
+    from copydetect.utils import get_token_coverage
+
+    if not hashes & fp.hashes:
+        return
+    fp.hashes = fp.hashes - hashes
+    fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if h not in hashes}
+    fp.token_coverage = get_token_coverage(fp.hash_idx, fp.k, len(fp.filtered_code))
 
 
 @dataclass
