@@ -94,7 +94,8 @@ def main() -> None:
         print(f"grade similarity (fresh process, {args.students} submissions): {sim_s:.1f} s")
         print(f"  share of batch + similarity: {100 * sim_s / (class_batch + sim_s):.1f}%")
         flagged = [r for r in rows if r["flagged"] == "true"]
-        print(f"flagged pairs: {len(flagged)}")
+        same = sum(r["a"].split("_", 1)[1] == r["b"].split("_", 1)[1] for r in flagged)
+        print(f"flagged pairs: {len(flagged)}, of which {same} are one head handed in twice")
         for r in flagged[:12]:
             print(f"  {r['a']} · {r['b']}: {r['similarity']}  {r['rare_causes']}")
         if args.keep:

@@ -219,8 +219,12 @@ def rare_threshold(n: int) -> int:
     return max(3, math.floor(RARE_SHARE * n))
 
 
+EVIDENT = ("mutation", "known", "contract")  # a mistake's shape; not a crash or a check's own failure, which any
+# head that stops there shares whatever its code
+
+
 def _causes(result: GradeResult) -> dict[str, str]:
-    return {d.id: d.title for d in result.diagnosis}
+    return {d.id: d.title for d in result.diagnosis if d.kind in EVIDENT}
 
 
 def _line_ranges(text: str, slices: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -297,7 +301,7 @@ def compare_class(
                 evidence=round(evidence, 2),
                 flagged=flagged,
                 rare_causes=rare,
-                rare_words=_rare_sentence(rare, {**ca, **cb}, holders, graded),
+                rare_words=_rare_sentence(rare, {**ca, **cb}, {k: v for k, v in results.items() if k in by_id}),
                 slices_a=best.slices_a,
                 slices_b=best.slices_b,
                 lines_a=_line_ranges(by_id[a].text, best.slices_a),
@@ -310,8 +314,6 @@ def compare_class(
     counts = [0] * BINS
     for v in values:
         counts[min(int(v * BINS), BINS - 1)] += 1
-    import copydetect as _cd  # for its version only
-
     return ClassSimilarity(
         submissions=n,
         graded=graded,
@@ -326,7 +328,7 @@ def compare_class(
         q3=round(sp.q3, 4),
         max_similarity=round(max(values, default=0.0), 4),
         histogram=counts,
-        library=f"copydetect {_cd.__version__}",
+        library=f"copydetect {cd.__version__}",
         noise=NOISE,
         verbatim_noise=VERBATIM_NOISE,
         common=common,
@@ -341,11 +343,14 @@ def compare_class(
     )
 
 
-def _rare_sentence(rare: Sequence[str], titles: dict[str, str], holders: Counter[str], graded: int) -> str:
+def _rare_sentence(rare: Sequence[str], titles: dict[str, str], results: dict[str, GradeResult]) -> str:
+    """'Both: scores divided by sqrt(T) and weights clamped after the softmax; 3 of 212 heads do.'"""
     if not rare:
         return ""
-    parts = [f"{titles.get(c, c)} ({holders[c]} of {graded} heads)" for c in rare]
-    return "Both: " + "; ".join(parts)
+    words = [titles.get(c, c) for c in rare]
+    said = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    holding = sum(set(rare) <= set(_causes(r)) for r in results.values())
+    return f"Both: {said}; {holding} of {len(results)} heads {'does' if holding == 1 else 'do'}"
 
 
 def _member(code: Code, result: GradeResult | None, href: str | None) -> SimilarityMember:
@@ -391,13 +396,14 @@ def read_class(
         raise SimilarityError(str(exc)) from None
     codes: list[Code] = []
     results: dict[str, GradeResult] = {}
+    ungraded: list[str] = []
     for entry in entries:
         try:
             results[entry.id] = GradeResult.model_validate_json(
                 (out / entry.id / "result.json").read_text(encoding="utf-8")
             )
         except (OSError, ValueError, ValidationError):
-            notes.append(f"{entry.id} has no result in {out}: compared on its code alone (run grade batch first)")
+            ungraded.append(entry.id)
         try:
             with prepare(
                 locate(entry.path, module),
@@ -408,6 +414,12 @@ def read_class(
                 codes.append(Code(entry.id, sub.source))
         except SubmissionError as exc:
             notes.append(f"{entry.id} left out: {exc}")
+    if ungraded:
+        shown = ", ".join(ungraded[:10]) + (f" and {len(ungraded) - 10} more" if len(ungraded) > 10 else "")
+        notes.append(
+            f"{len(ungraded)} submission{'s have' if len(ungraded) > 1 else ' has'} no result in {out}, so no causes: "
+            f"compared on code alone (grade batch grades them): {shown}"
+        )
     return codes, results, notes
 
 

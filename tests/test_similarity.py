@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import shutil
 import tomllib
 from pathlib import Path
@@ -186,8 +187,10 @@ def test_rare_shared_mistake_is_named_with_its_count() -> None:
     assert sharing, "the library has pairs that share a rare cause"
     p = sharing[0]
     assert p.evidence == pytest.approx(p.z + report.rare_bonus, abs=0.02)
-    n = sum(1 for r in results.values() if any(d.id == p.rare_causes[0] for d in r.diagnosis))
-    assert f"({n} of {len(codes)} heads)" in p.rare_words and n <= report.rare_max
+    n = sum(1 for r in results.values() if set(p.rare_causes) <= {d.id for d in r.diagnosis})
+    assert p.rare_words.endswith(f"; {n} of {len(codes)} heads do") and 2 <= n <= report.rare_max
+    title = p.rare_causes[0].replace("_", " ")
+    assert p.rare_words.startswith(f"Both: {title}")
 
 
 def test_command_on_a_graded_folder_and_its_errors(graded, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,3 +275,29 @@ def test_grade_batch_with_similarity_end_to_end(tmp_path: Path, capsys: pytest.C
     (out / "similarity.html").unlink()
     assert main(["similarity", str(out)]) == 0
     assert (out / "similarity.html").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_page_in_a_real_browser(graded, tmp_path: Path) -> None:
+    """Headless Debian Chromium opens the page offline: no console message (no script error, blocked load
+    or CSP violation), the flagged pairs side by side with their highlighted passages, and a drawn screenshot."""
+    from test_browser import CHROMIUM, PNG_SIGNATURE, chromium, console_messages
+
+    if CHROMIUM is None:
+        pytest.skip("Debian chromium is not installed here (apt-get install chromium); CI runs this test")
+    _, out, report = graded
+    page = out / "similarity.html"
+    shot = tmp_path / "similarity.png"
+    run = chromium(page, tmp_path, f"--screenshot={shot}", size="1300,2000")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert console_messages(run.stderr) == []
+    png = shot.read_bytes()
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 20_000
+    dom = chromium(page, tmp_path, "--dump-dom").stdout
+    assert dom.count('class="pair flagged"') == 3 and dom.count("<mark>") >= 6
+    assert dom.count("<rect") == len(report.histogram) and "<script" not in dom.lower()
+    if os.environ.get("STEP4_SCREENSHOT_DIR"):
+        dest = Path(os.environ["STEP4_SCREENSHOT_DIR"])
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest / "similarity.png")
