@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -502,7 +502,7 @@ def _grade_all(
 # -- the command ---------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(stage: Stage | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="grade batch",
         description="Grade every submission in a folder (one entry per student: a folder, .py, .zip or "
@@ -517,16 +517,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
     p.add_argument("--force", action="store_true", help="regrade submissions that are already graded")
     p.add_argument("--quiet", action="store_true", help="no progress bar; print only the summary line")
-    p.add_argument(
-        "--similarity",
-        action="store_true",
-        help="also write OUT/similarity.html and similarity.csv: pairs whose code stands out as shared "
-        "(instructor only; grade similarity OUT makes it for an already graded folder)",
-    )
-    from grader.similarity import add_options
-
-    add_options(p, submissions=False)
+    if stage is not None:
+        stage.add_options(p)
     return p
+
+
+class Stage(Protocol):
+    """A step ``grade batch`` runs after grading (the class similarity report), given by the command line
+    (grader/cli.py), so the batch runner imports nothing above it."""
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None: ...
+    def run(self, args: argparse.Namespace, rubric: Rubric) -> int | None: ...
 
 
 def default_jobs() -> int:
@@ -534,13 +535,13 @@ def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def batch_main(argv: list[str]) -> int:
+def batch_main(argv: list[str], stage: Stage | None = None) -> int:
     """``grade batch``: 0 when every submission got a verdict, 1 if the grader failed on some, 2 on misuse."""
     from rich.console import Console
 
     from grader.rubric import RubricError, load_rubric
 
-    args = _parser().parse_args(argv)
+    args = _parser(stage).parse_args(argv)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def usage(message: str) -> int:
@@ -567,16 +568,10 @@ def batch_main(argv: list[str]) -> int:
             on_done=progress.advance,
         )
     _print_report(report, args.out, Console(highlight=False))
-    if args.similarity:
-        from grader.similarity import SimilarityError, summary_line, write_similarity
-
-        try:
-            similar = write_similarity(
-                args.out, args.submissions, boilerplate=args.boilerplate, common=args.common, rubric=rubric
-            )
-        except SimilarityError as exc:
-            return usage(f"--similarity: {exc}")
-        Console(highlight=False, soft_wrap=True).print(summary_line(similar, args.out), markup=False)
+    if stage is not None:
+        code = stage.run(args, rubric)
+        if code:
+            return code
     return 1 if report.errors else 0
 
 

@@ -230,8 +230,9 @@ def schema_main(argv: list[str]) -> int:
 
 def _batch_main(argv: list[str]) -> int:
     from grader.batch import batch_main
+    from grader.similarity import BatchStage
 
-    return batch_main(argv)
+    return batch_main(argv, BatchStage())
 
 
 def _gradescope_main(argv: list[str]) -> int:

@@ -487,6 +487,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_options(p: argparse.ArgumentParser, *, submissions: bool = True) -> None:
     """The options ``grade similarity`` and ``grade batch --similarity`` share (a batch knows its submissions)."""
     if submissions:
@@ -506,11 +516,48 @@ def add_options(p: argparse.ArgumentParser, *, submissions: bool = True) -> None
     )
     p.add_argument(
         "--common",
-        type=int,
+        type=_at_least_one,
         default=COMMON,
         metavar="N",
         help="a passage in more than N submissions is nobody's (default %(default)s)",
     )
+
+
+class BatchStage:
+    """``grade batch --similarity``: the report, once the class is graded (see grader.batch.Stage)."""
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--similarity",
+            action="store_true",
+            help="also write OUT/similarity.html and similarity.csv: pairs whose code stands out as shared "
+            "(instructor only; grade similarity OUT makes it for an already graded folder)",
+        )
+        add_options(parser, submissions=False)
+
+    def run(self, args: argparse.Namespace, rubric: Any) -> int | None:
+        """None when not asked for or written; 2 (printed) when the report could not be made."""
+        from rich.console import Console
+
+        if not args.similarity:
+            return None
+        try:
+            report = write_similarity(
+                args.out, args.submissions, boilerplate=args.boilerplate, common=args.common, rubric=rubric
+            )
+        except (SimilarityError, OSError) as exc:
+            return _error("grade batch", f"--similarity: {exc}")
+        Console(highlight=False, soft_wrap=True).print(summary_line(report, args.out), markup=False)
+        return None
+
+
+def _error(command: str, message: str) -> int:
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]{command}: error:[/] ", end="")
+    err.print(message, markup=False)
+    return 2
 
 
 def summary_line(report: ClassSimilarity, out: Path) -> str:
@@ -527,16 +574,10 @@ def similarity_main(argv: list[str]) -> int:
     from rich.console import Console
 
     args = _parser().parse_args(argv)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    if args.common < 1:
-        err.print("[bold red]grade similarity: error:[/] --common must be at least 1")
-        return 2
     try:
         report = write_similarity(args.out, args.submissions, boilerplate=args.boilerplate, common=args.common)
     except (SimilarityError, OSError) as exc:
-        err.print("[bold red]grade similarity: error:[/] ", end="")
-        err.print(str(exc), markup=False)
-        return 2
+        return _error("grade similarity", str(exc))
     console = Console(highlight=False, soft_wrap=True)
     for note in report.notes:
         console.print(f"  note: {note}", markup=False)

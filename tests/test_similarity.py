@@ -198,6 +198,9 @@ def test_command_on_a_graded_folder_and_its_errors(graded, tmp_path: Path, capsy
     assert main(["similarity", str(out), "--submissions", str(subs)]) == 0
     assert "3 flagged" in capsys.readouterr().out
     assert main(["similarity", str(tmp_path / "nowhere")]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["similarity", str(out), "--common", "0"])
+    assert exc.value.code == 2 and "at least 1" in capsys.readouterr().err
     empty = tmp_path / "graded"
     empty.mkdir()
     assert main(["similarity", str(empty)]) == 2  # no record of its submissions
@@ -301,3 +304,14 @@ def test_page_in_a_real_browser(graded, tmp_path: Path) -> None:
         dest = Path(os.environ["STEP4_SCREENSHOT_DIR"])
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, dest / "similarity.png")
+
+
+def test_nothing_a_student_or_gradescope_runs_reaches_the_similarity_stage() -> None:
+    """Privacy by construction: grading, the student's report and Gradescope's results never import the
+    similarity stage (only the `grade batch` and `grade similarity` commands of grader/cli.py do), and its
+    view never imports the batch runner."""
+    from test_imports import reachable
+
+    for m in ("grader.batch", "grader.runner", "grader.gradescope", "grader.report.html", "grader.exports"):
+        assert "grader.similarity" not in reachable([m]), m
+    assert "grader.batch" not in reachable(["grader.report.similarity"])
