@@ -15,18 +15,10 @@ from dataclasses import dataclass
 from grader.models import ClassSimilarity, SimilarityMember, SimilarPair
 from grader.report import wording
 from grader.report.html import jinja_environment
+from grader.report.summary import Bin
 
 WIDTH, HEIGHT = 600, 160
 MAX_SHOWN = 30  # flagged pairs drawn side by side (the table and the CSV list every one)
-
-
-@dataclass(frozen=True)
-class Bar:
-    label: str
-    count: int
-    x: int
-    y: int
-    height: int
 
 
 @dataclass(frozen=True)
@@ -48,7 +40,7 @@ class Shown:
     b: Side
 
 
-def bars(counts: Sequence[int]) -> list[Bar]:
+def bars(counts: Sequence[int]) -> list[Bin]:
     """One bar per bin over [0, 1]; heights on a square-root scale, so that a few outlying pairs show
     beside hundreds of near-zero ones (each bar's title gives the count)."""
     top = max(counts, default=0) or 1
@@ -57,7 +49,7 @@ def bars(counts: Sequence[int]) -> list[Bar]:
     for k, n in enumerate(counts):
         h = round((HEIGHT - 24) * (n / top) ** 0.5)
         lo, hi = k / len(counts), (k + 1) / len(counts)
-        out.append(Bar(f"{lo:.2f}–{hi:.2f}", n, k * slot, HEIGHT - 20 - h, h))
+        out.append(Bin(f"{lo:.2f}–{hi:.2f}", n, k * slot, HEIGHT - 20 - h, h))
     return out
 
 
