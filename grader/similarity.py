@@ -374,7 +374,7 @@ def read_class(
 ) -> tuple[list[Code], dict[str, GradeResult], list[str]]:
     """Each submission's own code (prepared as the grader prepares it: nothing runs), the stored results
     of OUT, and notes on what could not be read."""
-    from grader.batch import BATCH_STATE, discover, locate
+    from grader.batch import BATCH_STATE, STATE_FILE, discover, fingerprint, locate
     from grader.submission import SubmissionError, contract_names, prepare
 
     out = Path(out)
@@ -397,6 +397,7 @@ def read_class(
     codes: list[Code] = []
     results: dict[str, GradeResult] = {}
     ungraded: list[str] = []
+    changed: list[str] = []
     for entry in entries:
         try:
             results[entry.id] = GradeResult.model_validate_json(
@@ -404,6 +405,9 @@ def read_class(
             )
         except (OSError, ValueError, ValidationError):
             ungraded.append(entry.id)
+        else:
+            if _stale(out / entry.id / STATE_FILE, fingerprint(entry, rubric)):
+                changed.append(entry.id)
         try:
             with prepare(
                 locate(entry.path, module),
@@ -415,12 +419,32 @@ def read_class(
         except SubmissionError as exc:
             notes.append(f"{entry.id} left out: {exc}")
     if ungraded:
-        shown = ", ".join(ungraded[:10]) + (f" and {len(ungraded) - 10} more" if len(ungraded) > 10 else "")
         notes.append(
-            f"{len(ungraded)} submission{'s have' if len(ungraded) > 1 else ' has'} no result in {out}, so no causes: "
-            f"compared on code alone (grade batch grades them): {shown}"
+            f"{_count(ungraded)} no result in {out}, so no causes: compared on code alone (grade batch grades "
+            f"them): {_some(ungraded)}"
+        )
+    if changed:
+        notes.append(
+            f"{_count(changed)} changed since {out} was graded (or the rubric did): their code is compared as it "
+            f"is now, their causes are the earlier grade's (grade batch regrades them): {_some(changed)}"
         )
     return codes, results, notes
+
+
+def _stale(state: Path, now: str) -> bool:
+    """Whether the grade stored beside a result was made of other bytes (or another rubric); unknown: no."""
+    try:
+        return json.loads(state.read_text(encoding="utf-8")).get("fingerprint") != now
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _count(ids: Sequence[str]) -> str:
+    return f"{len(ids)} submission{'s have' if len(ids) > 1 else ' has'}"
+
+
+def _some(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
 def similarity_csv(report: ClassSimilarity) -> str:

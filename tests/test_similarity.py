@@ -315,3 +315,20 @@ def test_nothing_a_student_or_gradescope_runs_reaches_the_similarity_stage() -> 
     for m in ("grader.batch", "grader.runner", "grader.gradescope", "grader.report.html", "grader.exports"):
         assert "grader.similarity" not in reachable([m]), m
     assert "grader.batch" not in reachable(["grader.report.similarity"])
+
+
+@pytest.mark.slow
+def test_a_submission_changed_since_grading_is_named(tmp_path: Path, rubric) -> None:
+    """Its code is compared as it is now; a note says its causes are the earlier grade's."""
+    from grader.batch import run_batch
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("sqrt_T_scale", "einsum_head"):
+        shutil.copy(REALISTIC / f"{name}.py", subs / f"{name}.py")
+    out = tmp_path / "out"
+    run_batch(subs, out, rubric, jobs=1)
+    assert not any("changed since" in n for n in write_similarity(out).notes)
+    (subs / "einsum_head.py").write_text((REALISTIC / "einsum_head.py").read_text() + "\n# later\n")
+    notes = write_similarity(out).notes
+    assert any("1 submission has changed since" in n and n.endswith(": einsum_head") for n in notes), notes
