@@ -1,10 +1,11 @@
 """The class similarity report: copies found, honest heads left alone.
 
-A class of independent heads (the library's realistic heads, the notebooks' heads) with two planted copies of
-one of them (tests/similarity/: names renamed, statements reordered, comments rewritten). The similarity stage
-reads a graded folder; grading 40 heads takes minutes, so most tests build that folder from the catalog (each
-realistic head's result.json holds the causes and score tests/test_realistic_heads.py asserts the grader
-gives it). One end-to-end test runs `grade batch --similarity` on a small class.
+A class of independent heads (the library's realistic heads, the notebooks' heads, the known bugs and correct
+variants) with two planted copies of one of them (tests/similarity/: names renamed, statements reordered,
+comments rewritten). The similarity stage reads a graded folder; grading 100 heads takes many minutes, so most
+tests build that folder from the catalog (each realistic head's result.json holds the causes and score
+tests/test_realistic_heads.py asserts the grader gives it). Two tests grade for real: `grade batch
+--similarity` end to end on a small class, and a submission changed after grading.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
+from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis, GradeResult
 from grader.similarity import Code, boilerplate_sources, compare_class, write_similarity
 
@@ -56,9 +58,14 @@ def _result(name: str, head: dict) -> GradeResult:
 
 
 def build_class(tmp: Path) -> tuple[Path, Path]:
-    """SUBMISSIONS (realistic heads, notebooks, planted copies) and OUT, graded as the catalog says."""
+    """SUBMISSIONS (realistic heads, notebooks, the known bugs and correct variants as the grader runs them,
+    planted copies) and OUT, the realistic heads graded as the catalog says (the others are compared on
+    their code alone)."""
     subs, out = tmp / "subs", tmp / "out"
     subs.mkdir()
+    for kind in ("chaff", "variant"):
+        for head in known_heads(kind):
+            (subs / f"{kind}_{head.id}.py").write_text(head.source())
     for f in REALISTIC.glob("*.py"):
         shutil.copy(f, subs / f.name)
     for nb in NOTEBOOKS.glob("*.ipynb"):
@@ -84,7 +91,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, object
 
 def test_planted_copies_rank_first_and_are_flagged_and_no_independent_pair_is(graded) -> None:
     subs, out, report = graded
-    assert report.submissions == len(list(subs.iterdir())) >= 45
+    assert report.submissions == len(list(subs.iterdir())) >= 100
     planted = {frozenset((p.a, p.b)) for p in report.pairs[:3]}
     assert planted == {
         frozenset(pair)
