@@ -94,9 +94,15 @@ def main() -> None:
         print(f"grade similarity (fresh process, {args.students} submissions): {sim_s:.1f} s")
         print(f"  share of batch + similarity: {100 * sim_s / (class_batch + sim_s):.1f}%")
         flagged = [r for r in rows if r["flagged"] == "true"]
-        same = sum(r["a"].split("_", 1)[1] == r["b"].split("_", 1)[1] for r in flagged)
-        print(f"flagged pairs: {len(flagged)}, of which {same} are one head handed in twice")
-        for r in flagged[:12]:
+        ring = ("gpt_walkthrough_head", "planted_copy_1", "planted_copy_2")  # one head and its two planted copies
+
+        def head(sid: str) -> str:
+            name = sid.split("_", 1)[1]
+            return ring[0] if name in ring else name
+
+        others = [r for r in flagged if head(r["a"]) != head(r["b"])]
+        print(f"flagged pairs: {len(flagged)}; of two different heads (not a copy): {len(others)}")
+        for r in flagged[:8] + others:
             print(f"  {r['a']} · {r['b']}: {r['similarity']}  {r['rare_causes']}")
         if args.keep:
             shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
