@@ -339,3 +339,25 @@ def test_a_submission_changed_since_grading_is_named(tmp_path: Path, rubric) -> 
     (subs / "einsum_head.py").write_text((REALISTIC / "einsum_head.py").read_text() + "\n# later\n")
     notes = write_similarity(out).notes
     assert any("1 submission has changed since" in n and n.endswith(": einsum_head") for n in notes), notes
+
+
+def test_hostile_code_is_shown_as_text_and_unreadable_entries_are_named(tmp_path: Path) -> None:
+    """A copied head carrying markup is drawn as text on the page; an entry the grader cannot read is left
+    out with a note, never silently."""
+    hostile = '# </pre><script>alert("x")</script><img src="https://example.com/x.png">\n'
+    head = (REALISTIC / "d2l_masked_softmax_dropout.py").read_text()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "one.py").write_text(hostile + head)
+    (subs / "two.py").write_text(hostile + head.replace("valid_lens", "lengths"))
+    for f in sorted(REALISTIC.glob("*.py"))[10:18]:  # the d2l head itself is not among them
+        shutil.copy(f, subs / f.name)
+    (subs / "empty").mkdir()
+    (subs / "empty" / "notes.txt").write_text("nothing here")
+    out = tmp_path / "out"
+    out.mkdir()
+    report = write_similarity(out, subs)
+    assert {report.pairs[0].a, report.pairs[0].b} == {"one", "two"} and report.pairs[0].flagged
+    assert any(n.startswith("empty left out: ") for n in report.notes), report.notes
+    page = (out / "similarity.html").read_text()
+    assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
