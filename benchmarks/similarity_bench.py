@@ -12,6 +12,9 @@ student would hand them in (a header comment, the local names renamed). Two ring
    result.json is there (the sample's real ones; for the others a graded one copied, so that 200 result
    files are read and parsed). Reported: wall time, the stage's own matching time, and its share of
    batch + similarity.
+3. What an instructor would otherwise run: copydetect's own detector with its defaults on the class's .py
+   files (it reads no notebook), alone and with the same boilerplate: how many pairs it shows (its display
+   threshold, 0.33) and how long it takes.
 """
 
 from __future__ import annotations
@@ -56,6 +59,30 @@ def build_class(root: Path, students: int) -> int:
     return len(heads)
 
 
+def baseline(subs: Path, tmp: Path) -> None:
+    """copydetect's CopyDetector with its defaults, on the .py files, without and with the boilerplate."""
+    from copydetect import CopyDetector
+
+    from grader.similarity import boilerplate_sources
+
+    plate = tmp / "boilerplate"
+    plate.mkdir()
+    course = boilerplate_sources()
+    for k, text in enumerate(course.given + course.solutions):
+        (plate / f"course{k}.py").write_text(text, encoding="utf-8")
+    files = sorted(subs.glob("*.py"))
+    pairs = len(files) * (len(files) - 1) // 2
+    for label, extra in (("defaults", {}), ("defaults + boilerplate", {"boilerplate_dirs": [str(plate)]})):
+        started = time.perf_counter()
+        detector = CopyDetector(test_dirs=[str(subs)], extensions=["py"], silent=True, autoopen=False, **extra)
+        detector.run()
+        shown = len(detector.get_copied_code_list())
+        print(
+            f"copydetect {label} ({len(files)} .py files, {pairs} pairs): {shown} pairs over its display threshold "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+
+
 def run(argv: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "grader", *argv], check=True, stdout=subprocess.DEVNULL)
@@ -68,6 +95,7 @@ def main() -> None:
     p.add_argument("--grade", type=int, default=20, help="submissions graded to time the batch")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--keep", type=Path, help="keep the class and its graded folder here")
+    p.add_argument("--no-baseline", action="store_true", help="skip copydetect's own detector")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="similarity-bench-"))
     try:
@@ -104,6 +132,8 @@ def main() -> None:
         print(f"flagged pairs: {len(flagged)}; of two different heads (not a copy): {len(others)}")
         for r in flagged[:8] + others:
             print(f"  {r['a']} · {r['b']}: {r['similarity']}  {r['rare_causes']}")
+        if not args.no_baseline:
+            baseline(subs, tmp)
         if args.keep:
             shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
     finally:

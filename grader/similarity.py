@@ -3,9 +3,10 @@
     OUT (graded by ``grade batch``) + SUBMISSIONS_DIR
         -> each submission's own code: what the grader kept (a notebook's definitions, not its demo cells)
         -> copydetect fingerprints (winnowing over Pygments tokens, identifiers normalised), twice:
-             normalised: boilerplate (template, reference, correct variants, course cells) and every
+             normalised: boilerplate (template, course cells, reference, correct variants) and every
                          passage found in more than ``common`` submissions removed
-             verbatim:   the raw text, no normalisation (copies that normalise to the course's own code)
+             verbatim:   the raw text, no normalisation, only what students are given removed (the
+                         template, course cells): a leaked reference handed in twice is found here
         -> per pair: the share of both heads' code that matches, ranked against this class's pairs
            (robust z: median and MAD of the similarity of the pairs that share anything), and the causes
            the two heads share that are rare in this class (from each result.json's diagnosis)
@@ -79,20 +80,31 @@ def _copydetect() -> Any:
 # -- what counts as the course's own code ----------------------------------------------------------
 
 
-def boilerplate_sources(extra: Iterable[Path] = ()) -> list[str]:
-    """The student template, the reference and each correct variant (appended to the reference, as the
-    grader runs it), and the code cells of any given file (a course notebook, a starter .py)."""
+@dataclass(frozen=True)
+class Boilerplate:
+    """The course's own code: ``given`` to students (the template, a starter notebook's cells), which both
+    passes remove; the instructor's ``solutions`` (the reference, its correct variants), which the normalised
+    pass removes (an honest head may well normalise to them) but the verbatim one keeps, since no student is
+    given their text."""
+
+    given: tuple[str, ...] = ()
+    solutions: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.given) + len(self.solutions)
+
+
+def boilerplate_sources(extra: Iterable[Path] = ()) -> Boilerplate:
+    """The student template and the code cells of any given file (a course notebook, a starter .py); the
+    reference and each correct variant (appended to the reference, as the grader runs it)."""
     from grader._notebook import NotANotebook, notebook_cells
     from grader._paths import bundled
     from grader.library import known_heads, reference_available, reference_path
 
-    texts = []
+    given: list[str] = []
     template = bundled("student_template") / "attention_head.py"
     if template.is_file():
-        texts.append(template.read_text(encoding="utf-8"))
-    if reference_available():
-        texts.append(reference_path().read_text(encoding="utf-8"))
-        texts += [head.source() for head in known_heads("variant")]
+        given.append(template.read_text(encoding="utf-8"))
     for path in extra:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
         if Path(path).suffix == ".ipynb":
@@ -100,10 +112,14 @@ def boilerplate_sources(extra: Iterable[Path] = ()) -> list[str]:
                 cells, _ = notebook_cells(text)
             except NotANotebook as exc:
                 raise SimilarityError(f"{path}: {exc}") from None
-            texts += [c.code for c in cells]
+            given += [c.code for c in cells]
         else:
-            texts.append(text)
-    return texts
+            given.append(text)
+    solutions: list[str] = []
+    if reference_available():
+        solutions.append(reference_path().read_text(encoding="utf-8"))
+        solutions += [head.source() for head in known_heads("variant")]
+    return Boilerplate(tuple(given), tuple(solutions))
 
 
 # -- matching ------------------------------------------------------------------------------------
@@ -248,17 +264,18 @@ def compare_class(
     codes: Sequence[Code],
     results: dict[str, GradeResult],
     *,
-    course: Sequence[str] = (),
+    course: Boilerplate = Boilerplate(),
     common: int = COMMON,
     hrefs: dict[str, str] | None = None,
 ) -> ClassSimilarity:
-    """Every pair of ``codes`` matched twice (normalised and verbatim), ranked within this class."""
+    """Every pair of ``codes`` matched twice (normalised and verbatim), ranked within this class.
+    ``course``: the code that is nobody's (:func:`boilerplate_sources`)."""
     cd = _copydetect()
     started = time.perf_counter()
     codes = sorted(codes, key=lambda c: c.id)
     by_id = {c.id: c for c in codes}
-    normal = _run_pass(cd, codes, course, NOISE, common, normalise=True)
-    verbatim = _run_pass(cd, codes, course, VERBATIM_NOISE, common, normalise=False)
+    normal = _run_pass(cd, codes, course.given + course.solutions, NOISE, common, normalise=True)
+    verbatim = _run_pass(cd, codes, course.given, VERBATIM_NOISE, common, normalise=False)
     matches: dict[tuple[str, str], tuple[_Match, _Match]] = {}
     for a, b in sorted(_candidates(normal.prints) | _candidates(verbatim.prints)):
         m_norm = _compare(cd, normal.prints[a], normal.prints[b])

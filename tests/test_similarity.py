@@ -22,7 +22,7 @@ import pytest
 from grader.cli import main
 from grader.library import known_heads
 from grader.models import CheckResult, Diagnosis, GradeResult
-from grader.similarity import Code, boilerplate_sources, compare_class, write_similarity
+from grader.similarity import Boilerplate, Code, boilerplate_sources, compare_class, write_similarity
 
 HERE = Path(__file__).resolve().parent
 REALISTIC = HERE / "realistic"
@@ -172,17 +172,23 @@ def test_a_notebook_is_compared_on_the_definitions_the_grader_kept(tmp_path: Pat
     assert any("no result" in n for n in report.notes)  # not graded yet: compared on its code alone
 
 
-def test_verbatim_copy_of_the_course_code_is_found_by_the_unfiltered_pass() -> None:
-    """Two students who hand in the reference itself, verbatim: the normalised pass removes it as the
-    course's code; the verbatim pass still sees its text is the same."""
+def test_a_leaked_reference_handed_in_twice_is_found_by_the_verbatim_pass() -> None:
+    """Two students hand in the reference itself (one with a comment changed): the normalised pass removes it
+    as the course's code (an honest head may normalise to it); the verbatim pass, which removes only what
+    students are given, sees the same text twice. A correct head written independently is not flagged."""
     from grader.library import reference_path
 
     ref = reference_path().read_text()
-    honest = [Code(f.stem, f.read_text()) for f in sorted(REALISTIC.glob("*.py"))[:12]]
+    honest = [Code(f.stem, f.read_text()) for f in sorted(REALISTIC.glob("*.py"))[:16]]
     codes = [*honest, Code("x1", ref.replace("# (B, T, T)", "# shapes")), Code("x2", ref)]
-    report = compare_class(codes, {}, course=[(HERE.parent / "student_template" / "attention_head.py").read_text()])
+    report = compare_class(codes, {}, course=boilerplate_sources())
     top = report.pairs[0]
-    assert {top.a, top.b} == {"x1", "x2"} and top.flagged and top.verbatim > 0.5
+    assert {top.a, top.b} == {"x1", "x2"} and top.flagged
+    assert top.verbatim > 0.5 and top.normalised < 0.1
+    assert [p for p in report.pairs if p.flagged] == [top]
+    # without the instructor's code among the boilerplate at all, the normalised pass sees it too
+    plain = compare_class(codes, {}, course=Boilerplate(given=boilerplate_sources().given))
+    assert plain.pairs[0].normalised > 0.5
 
 
 def test_rare_shared_mistake_is_named_with_its_count() -> None:
