@@ -290,8 +290,8 @@ def compare_class(
     sp = spread(scores if matching else values)
 
     holders = Counter(cid for sid in by_id if sid in results for cid in _causes(results[sid]))
-    rare_max = rare_threshold(n)
     graded = sum(sid in results for sid in by_id)
+    rare_max = rare_threshold(graded)  # of the heads whose causes are known
 
     pairs: list[SimilarPair] = []
     for (a, b), (mn, mv) in matches.items():
