@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -44,8 +44,9 @@ ANSWER_OPTIONAL = frozenset({"forbidden_api"})
 HEAD = "causal_self_attention"
 KINDS = (".py", ".zip", ".ipynb")
 GRADESCOPE_METADATA = "submission_metadata.yml"
-RESERVED = {"grades.csv", "summary.html"}
+RESERVED = {"grades.csv", "summary.html", "similarity.csv", "similarity.html"}
 STATE_FILE = ".fingerprint"
+BATCH_STATE = ".batch.json"  # OUT's record of the submissions folder (grader/similarity.py reads it)
 _UNSAFE = re.compile(r"[^\w.@+-]")
 _MAX_ID = 100
 
@@ -419,6 +420,8 @@ def run_batch(
     report.resumed = sum(o.resumed for o in report.outcomes)
     report.graded = len(report.outcomes) - report.resumed
     write_atomic(out / "grades.csv", grades_csv(report.outcomes, rubric))
+    # where the submissions are, for `grade similarity OUT` (which reads their code, never the workers')
+    write_atomic(out / BATCH_STATE, json.dumps({"submissions": str(Path(submissions).resolve())}) + "\n")
     from grader.report.summary import render_summary
 
     write_atomic(out / "summary.html", render_summary(report.outcomes, rubric, notes=notes))
@@ -499,7 +502,7 @@ def _grade_all(
 # -- the command ---------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(stage: Stage | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="grade batch",
         description="Grade every submission in a folder (one entry per student: a folder, .py, .zip or "
@@ -514,7 +517,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
     p.add_argument("--force", action="store_true", help="regrade submissions that are already graded")
     p.add_argument("--quiet", action="store_true", help="no progress bar; print only the summary line")
+    if stage is not None:
+        stage.add_options(p)
     return p
+
+
+class Stage(Protocol):
+    """A step ``grade batch`` runs after grading (the class similarity report), given by the command line
+    (grader/cli.py), so the batch runner imports nothing above it."""
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None: ...
+    def run(self, args: argparse.Namespace, rubric: Rubric) -> int | None: ...
 
 
 def default_jobs() -> int:
@@ -522,14 +535,14 @@ def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def batch_main(argv: list[str]) -> int:
+def batch_main(argv: list[str], stage: Stage | None = None) -> int:
     """``grade batch``: 0 when every submission got a verdict, 1 if the grader failed on some, 2 on misuse."""
     from rich.console import Console
 
     from grader.rubric import RubricError
     from grader.runner import checked_rubric
 
-    args = _parser().parse_args(argv)
+    args = _parser(stage).parse_args(argv)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def usage(message: str) -> int:
@@ -556,6 +569,10 @@ def batch_main(argv: list[str]) -> int:
             on_done=progress.advance,
         )
     _print_report(report, args.out, Console(highlight=False))
+    if stage is not None:
+        code = stage.run(args, rubric)
+        if code:
+            return code
     return 1 if report.errors else 0
 
 

@@ -4,6 +4,7 @@
     grade SUBMISSION --watch [...]    grade again on every save (grader/watch.py); Ctrl-C ends it with 0
     grade schema                      print the JSON Schema of --json output
     grade student-kit --out DIR       the wheel students install: no reference, no chaffs (grader/kit.py)
+    grade similarity OUT              instructor only: pairs of a graded class that share code (grader/similarity.py)
 
 Exit status: 0 after grading, 1 when the score is under --fail-under, 2 on usage errors.
 """
@@ -32,7 +33,7 @@ def _grade_parser() -> argparse.ArgumentParser:
         prog="grade",
         description="Grade a Project Step 4 attention head against the lecture's theorems.",
         epilog="Other commands: grade schema | grade batch | grade gradescope | grade gradescope-bundle | "
-        "grade student-kit (each has --help).",
+        "grade student-kit | grade similarity (each has --help).",
     )
     p.add_argument("submission", type=Path, help="attention_head.py, a folder holding it, a .zip or a .ipynb")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
@@ -231,8 +232,9 @@ def schema_main(argv: list[str]) -> int:
 
 def _batch_main(argv: list[str]) -> int:
     from grader.batch import batch_main
+    from grader.similarity import BatchStage
 
-    return batch_main(argv)
+    return batch_main(argv, BatchStage())
 
 
 def _gradescope_main(argv: list[str]) -> int:
@@ -251,6 +253,16 @@ def _bundle_main(argv: list[str]) -> int:
     return bundle_main(argv)
 
 
+def _similarity_main(argv: list[str]) -> int:
+    from grader.library import reference_available
+
+    if not reference_available():
+        return _fail("this is the student kit: the class similarity report is the instructor's")
+    from grader.similarity import similarity_main
+
+    return similarity_main(argv)
+
+
 def _kit_main(argv: list[str]) -> int:
     from grader.kit import kit_main
 
@@ -263,6 +275,7 @@ SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "gradescope": _gradescope_main,
     "gradescope-bundle": _bundle_main,
     "student-kit": _kit_main,
+    "similarity": _similarity_main,
 }
 
 

@@ -203,3 +203,73 @@ class GradeResult(_Strict):
     @property
     def percent(self) -> float:
         return 100.0 * self.score / self.max_score if self.max_score else 0.0
+
+
+# -- the class similarity report (instructor only; grader/similarity.py computes it) ------------------
+
+
+class SimilarPair(_Strict):
+    """Two submissions whose code matches, ranked against every pair of the class."""
+
+    a: str = Field(description="One submission's id (the smaller).")
+    b: str = Field(description="The other's id.")
+    similarity: float = Field(description="0 to 1: the larger of the normalised and verbatim matches.")
+    normalised: float = Field(description="Mean share of both heads' normalised code in passages they share.")
+    verbatim: float = Field(description="The same on the raw text (no identifier normalisation).")
+    share_a: float = Field(description="Share of a's code in the passages drawn (the larger match).")
+    share_b: float = Field(description="Share of b's code in the passages drawn.")
+    z: float = Field(description="Robust z: (similarity - median) / scale, over the class's matching pairs.")
+    evidence: float = Field(description="z, plus the rare-mistake bonus when the two share a rare cause.")
+    flagged: bool = Field(description="An outlier of this class: evidence at or above the report's cut-off.")
+    rare_causes: list[str] = Field(default_factory=list, description="Cause ids both share, rare in this class.")
+    rare_words: str = Field(default="", description="Those causes in words, with how many heads hold each.")
+    slices_a: list[tuple[int, int]] = Field(default_factory=list, description="Matching character ranges of a.")
+    slices_b: list[tuple[int, int]] = Field(default_factory=list, description="Matching character ranges of b.")
+    lines_a: list[tuple[int, int]] = Field(default_factory=list, description="Matching 1-based line ranges of a.")
+    lines_b: list[tuple[int, int]] = Field(default_factory=list, description="Matching 1-based line ranges of b.")
+
+
+class SimilarityMember(_Strict):
+    """A submission drawn in a flagged pair: its compared code, score and causes."""
+
+    id: str
+    code: str = Field(description="The code compared: what the grader kept of the submission.")
+    href: str | None = Field(default=None, description="Its report, relative to the class folder.")
+    score: float | None = None
+    max_score: float | None = None
+    causes: list[tuple[str, str]] = Field(default_factory=list, description="(id, title) of its diagnosis.")
+
+
+class ClassSimilarity(_Strict):
+    """The class similarity report: the distribution of every pair and the pairs above its floor."""
+
+    submissions: int
+    graded: int = Field(description="Submissions with a stored result (their causes count).")
+    pairs_total: int
+    pairs_matching: int = Field(description="Pairs sharing any passage after the boilerplate is removed.")
+    spread_over: Literal["matching", "all"] = Field(
+        default="matching",
+        description="Which pairs the median and MAD are of: those that match (a class with enough of them), or "
+        "every pair, the unmatched at 0 (a small class).",
+    )
+    median: float = Field(description="Median similarity of the pairs that share any passage.")
+    mad: float = Field(description="Their median absolute deviation.")
+    scale: float = Field(description="1.4826 MAD, at least scale_floor.")
+    scale_floor: float = Field(default=0.05, description="The least spread assumed: pairs this close are alike.")
+    q1: float
+    q3: float
+    max_similarity: float
+    histogram: list[int] = Field(description="Pairs per similarity bin of equal width over [0, 1].")
+    library: str = Field(description="The matcher and its version.")
+    noise: int
+    verbatim_noise: int
+    common: int = Field(description="A passage in more than this many submissions is nobody's.")
+    common_dropped: int = Field(description="Fingerprints dropped for being that common (normalised pass).")
+    boilerplate_files: int
+    rare_max: int = Field(description="A cause held by at most this many heads is rare.")
+    z_flag: float
+    rare_bonus: float
+    pairs: list[SimilarPair] = Field(description="Pairs above the floor, strongest evidence first.")
+    members: dict[str, SimilarityMember] = Field(default_factory=dict, description="The flagged pairs' heads.")
+    notes: list[str] = Field(default_factory=list)
+    duration_s: float = 0.0

@@ -7,6 +7,7 @@ an instructor who installed the grader from a wheel can still build them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -34,16 +35,23 @@ def package_files(leave_out: Collection[str] = ()) -> list[tuple[str, Path]]:
     return files
 
 
+# What only the instructor's own machine uses (grade similarity): never installed by the kit or the bundle.
+INSTRUCTOR_ONLY = frozenset({"copydetect"})
+
+
 def dependencies() -> list[str]:
+    """The grader's requirements for a rebuilt tree (the student kit, the Gradescope bundle): no extras,
+    nothing in :data:`INSTRUCTOR_ONLY`."""
     from importlib import metadata
 
     try:
-        return [r for r in metadata.requires("step4-grader") or [] if "extra ==" not in r]
+        found = [r for r in metadata.requires("step4-grader") or [] if "extra ==" not in r]
     except metadata.PackageNotFoundError:  # a source checkout that was never installed
         import tomllib
 
         project = tomllib.loads((_PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
-        return list(project["project"]["dependencies"])
+        found = list(project["project"]["dependencies"])
+    return [r for r in found if re.split(r"[\s<>=!~\[;@]", r, maxsplit=1)[0].lower() not in INSTRUCTOR_ONLY]
 
 
 def pyproject(files: Sequence[tuple[str, object]], name: str = "step4-grader") -> str:

@@ -32,3 +32,6 @@ def test_both_editions_register_the_pytest_plugin() -> None:
     for edition in (project, rebuilt):
         assert edition["entry-points"]["pytest11"] == {"step4": "grader.pytest_plugin"}
     assert not any("nbclient" in d or "ipykernel" in d for d in rebuilt["dependencies"])  # Jupyter: test extra only
+    # the similarity report is the instructor's: the kit and the bundle never install its matcher
+    assert any(d.startswith("copydetect") for d in project["dependencies"])
+    assert not any("copydetect" in d for d in rebuilt["dependencies"])
