@@ -78,6 +78,36 @@ class HeadCall:
     returned_dtypes: tuple[torch.dtype, torch.dtype] | None = None  # (out, weights) as returned, before the cast
 
 
+@dataclass(frozen=True)
+class NonFinite:
+    """A call whose out or weights hold no finite number although its inputs are finite: a property judged
+    on that call was not observed (NaN compares bit-equal with NaN, and every bound is false of it)."""
+
+    case: Case
+    causal: bool
+    what: str  # "out and weights", "weights", ...
+    kind: str  # "NaN", "infinite", "NaN or infinite"
+
+    @property
+    def size(self) -> int:
+        return self.case.X.numel()
+
+    def said(self) -> str:
+        return f"every entry of {self.what} is {self.kind}"
+
+
+def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tensor) -> NonFinite | None:
+    """The record of a call with finite inputs whose out or weights hold no finite number; None otherwise."""
+    if not all(bool(torch.isfinite(t).all()) for t in case.tensors().values()):
+        return None
+    empty = [(what, t) for what, t in (("out", out), ("weights", weights)) if t.numel() and not bool(torch.isfinite(t).any())]
+    if not empty:
+        return None
+    nan = [bool(torch.isnan(t).all()) for _, t in empty]
+    kind = "NaN" if all(nan) else "infinite" if not any(bool(torch.isnan(t).any()) for _, t in empty) else "NaN or infinite"
+    return NonFinite(case, causal, " and ".join(w for w, _ in empty), kind)
+
+
 def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")"
 
@@ -92,6 +122,7 @@ class Head:
 
     rng_seed: int | None = None
     current_check: str | None = None  # set by the runner; names the check a timed-out call came from
+    non_finite: NonFinite | None = None  # the smallest call of the current check with no finite out or weights
 
     def __init__(
         self,
@@ -255,7 +286,7 @@ class Head:
         options.update(return_inputs=return_inputs, trace=trace or [], no_grad=no_grad)
         args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
         reply = self._call(fn, args, tensors, **options)
-        call = self._head_call(reply, case)
+        call = self._head_call(reply, case, causal)
         if upstream is not None:
             grads = reply.header["grads"]
             if "problem" in grads:
@@ -286,11 +317,12 @@ class Head:
         calls = []
         for k, (header, case) in enumerate(zip(each, cases, strict=True)):
             mine = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
-            calls.append(self._head_call(Reply("ok", header, mine), case))
+            calls.append(self._head_call(Reply("ok", header, mine), case, causal))
         return calls
 
-    def _head_call(self, reply: Reply, case: Case) -> HeadCall:
-        """The validated (out, weights) of one call on ``case``, cast to the input dtype."""
+    def _head_call(self, reply: Reply, case: Case, causal: bool) -> HeadCall:
+        """The validated (out, weights) of one call on ``case``, cast to the input dtype; a call whose out or
+        weights hold no finite number on finite inputs is remembered for the current check (the smallest)."""
         fn = "causal_self_attention"
         out, weights = self._items(reply, fn, 2)
         s = case.shape
@@ -300,6 +332,9 @@ class Head:
         out, weights = (_as_dtype(t, case.X.dtype, what) for t, what in ((out, "out"), (weights, "weights")))
         call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
         call.returned_dtypes = returned
+        if self.current_check is not None and (found := non_finite(case, causal, out, weights)) is not None:
+            if self.non_finite is None or found.size < self.non_finite.size:
+                self.non_finite = found
         return call
 
     def traced_calls(self, case: Case, names: list[str]) -> list[str]:

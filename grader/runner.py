@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
+from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
 from grader.checks._exercises import stats_seed
 from grader.diagnosis import Examination, attach_causes, examine, prices
 from grader.head import Head, MissingFunction, StudentFailure
@@ -110,8 +110,8 @@ def grade(
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
             exam = _examine(results, head, ref, rubric, seed)
             again = _stopped_by_length(exam)
-            if again and exam.where.length is not None:  # run them where the head runs, then diagnose that
-                results = _run_at_length(again, exam.where.length, lambda cid: run(cid, head), results, memo)
+            if again and exam.where.runs_at is not None:  # run them where the head runs, then diagnose that
+                results = _run_at_length(again, exam.where.runs_at, lambda cid: run(cid, head), results, memo)
                 exam = _examine(results, head, ref, rubric, seed)
             diagnosis = exam.causes
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
@@ -339,7 +339,11 @@ def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric
 
 # Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student
 # kit, the stored public ones), a timed check's length is its point.
-NOT_AT_LENGTH = frozenset({"reference_match", "student_tests"})
+# interface judges the contract as written, which takes any length (issue 30).
+NOT_AT_LENGTH = frozenset({"interface", "reference_match", "student_tests"})
+# Checks whose property is observed on outputs with no finite number (shapes, dtypes, purity): not
+# judged unobserved on them (grader.checks._base.observed).
+ON_ANY_VALUES = frozenset({"interface"})
 
 
 def _stopped_by_length(exam: Examination) -> list[str]:
@@ -377,10 +381,13 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
     t0 = time.perf_counter()
     ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
     ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
+    ctx.head.non_finite = None  # the smallest of its calls that returned no finite number (grader/head.py)
     try:
         for name in spec.needs:
             ctx.head.require(name, optional=spec.optional)
         verdict = spec.fn(ctx)
+        if spec.id not in ON_ANY_VALUES:
+            verdict = observed(verdict, ctx.head.non_finite, ctx.base_seed)
     except MissingFunction as exc:
         if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
             text = exc.message[:1].upper() + exc.message[1:] + "."

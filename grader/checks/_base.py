@@ -15,7 +15,7 @@ from typing import Literal
 
 import torch
 
-from grader.head import Head, HeadCall, StudentFailure
+from grader.head import Head, HeadCall, NonFinite, StudentFailure
 from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
 from grader.models import Counterexample, Heatmap
 from grader.oracle import Oracle
@@ -28,6 +28,10 @@ STOPPED = "Your code did not complete this check: "
 CASE_STOPPED = "Your code did not complete this case: "
 BREACH = "What your code returned breaks the contract: "
 NOT_DEFINED = "Your submission does not define `"
+# A check whose head calls returned no finite number (issue 30): its property was not observed. A passing
+# verdict becomes this failure; a failing one keeps its words and gets the note (the diagnosis reads both).
+UNOBSERVED = "Not observed: on finite inputs "
+NON_FINITE_NOTE = "During this check, on finite inputs "
 
 PRECISION_SHAPE = Shape(2, 4, 5, 3, 4)  # T = 4: small, so a head that hangs on long inputs answers it
 _NARROW_FIRST = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -223,6 +227,24 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
         counterexample=first.counterexample,
         heatmaps=first.heatmaps,
         fraction=n_ok / len(outcomes),
+    )
+
+
+def observed(verdict: Verdict, seen: NonFinite | None, base_seed: int) -> Verdict:
+    """``verdict``, unless the head answered one of the check's calls with no finite number (``seen``, the
+    smallest such input): then a pass was not observed (NaN is bit-equal to NaN, a comparison with NaN is
+    false, so invariances and bounds hold of it vacuously) and fails, and a failure says so in a note."""
+    if seen is None or verdict.status not in ("passed", "failed"):
+        return verdict
+    text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
+    if verdict.status == "failed":
+        verdict.notes.append(f"{NON_FINITE_NOTE}{text}.")
+        return verdict
+    return failed(
+        f"{UNOBSERVED}{text}. A property judged on values with no finite number is not observed: NaN compares "
+        "bit-equal with NaN, and every bound is false of it, so this check cannot credit it.",
+        counterexample=seen.case.counterexample(base_seed, causal=seen.causal),
+        notes=verdict.notes,
     )
 
 

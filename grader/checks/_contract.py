@@ -68,6 +68,7 @@ def interface(ctx: Ctx) -> Verdict:
                     "arguments (the grader and any caller may reuse them).",
                     counterexample=a.counterexample(ctx.base_seed),
                 )
+    _any_length(ctx)
     first = make_case(shape, seed=ctx.seed(1))
     second = make_case(shape, seed=ctx.seed(2))
     out_first = ctx.head.attention(first).out
@@ -89,6 +90,27 @@ def interface(ctx: Ctx) -> Verdict:
         )
     del w, q, k
     return passed("All contract functions exist; shapes, dtypes and purity are as documented.")
+
+
+# The lengths the contract is judged at: any T means short and long ones, a power of two and the lengths just
+# past the buffers public code fixes (8, 128), so that a head that takes only some lengths breaches it here.
+CONTRACT_LENGTHS = (1, 2, 5, 8, 9, 16, 64, 129)
+
+
+def _any_length(ctx: Ctx) -> None:
+    """Section 9.1: causal_self_attention takes every length T. The first length it raises at stops this
+    check with the head's own error (the diagnosis names the lengths; the property checks are judged again
+    where the head runs, grader/runner.py); the length is said on the lines after the error."""
+    for T in CONTRACT_LENGTHS:
+        case = make_case(Shape(2, T, 4, 2, 3), seed=ctx.seed(10 + T))
+        try:
+            ctx.head.attention(case)
+        except StudentFailure as exc:
+            if exc.status != "error":
+                raise
+            raise StudentFailure(
+                "error", f"{exc.message}\n(raised at T = {T}: the contract takes inputs of any length, Section 9.1)"
+            ) from None
 
 
 PUBLIC_CASES_NOTE = (

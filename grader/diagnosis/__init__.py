@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
+from grader.checks._base import BREACH, NON_FINITE_NOTE, NOT_DEFINED, STOPPED, UNOBSERVED
 from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
 from grader.diagnosis._bugs import snapshot as stored_bugs
@@ -157,6 +157,7 @@ def examine(
     causes += [dtype] if dtype else []
     causes += _missing(failing) + _uninstalled(failing)
     causes += _breaches(_left(failing, causes))
+    causes += _non_finite(_left(failing, causes))
     causes += _own(_left(failing, causes))
     stopped = tuple(size.explains) if size else ()
     return Examination(_explained(_one_choice(causes, slips, bad), failing), where, stopped)
@@ -436,6 +437,22 @@ def _breaches(failing: list[CheckResult]) -> list[Diagnosis]:
         return []
     line = Counter(lines.values()).most_common(1)[0][0]
     return [contract_cause("breach:causal_self_attention", line.rstrip("."), list(lines))]
+
+
+def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause for the checks during which the head answered finite inputs with no finite number (issue 30):
+    those it left unobserved, and those that failed on such values, named by the smallest input seen."""
+
+    def seen(c: CheckResult) -> str | None:
+        if c.message.startswith(UNOBSERVED):
+            return c.message.removeprefix(UNOBSERVED)
+        return next((n.removeprefix(NON_FINITE_NOTE) for n in c.notes if n.startswith(NON_FINITE_NOTE)), None)
+
+    found = {c.id: said for c in failing if (said := seen(c)) is not None}
+    if not found:
+        return []
+    detail = Counter(first_line(s).split(" (causal=")[0] for s in found.values()).most_common(1)[0][0]
+    return [contract_cause("non_finite_outputs", detail, list(found))]
 
 
 def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:

@@ -45,6 +45,9 @@ class Where:
 
     length: int | None = None
     flags: tuple[bool, ...] = (True, False)
+    # a length the head takes, where the checks a length-dependent crash stopped are run again (issue 30: set
+    # also when the probes' own lengths run, as for a buffer of 8 positions sliced to T)
+    runs_at: int | None = None
 
     @property
     def moved(self) -> bool:
@@ -119,7 +122,10 @@ def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, W
         id=SIZE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
     )
     runs_there = set(PROBE_LENGTHS) <= set(worked)
-    return found, Where() if runs_there else Where(length=min(worked, key=lambda T: (abs(T - 5), T)))
+    if runs_there:  # probed at their own lengths; the stopped checks run again at the longest short length
+        return found, Where(runs_at=max(T for T in worked if T <= max(16, min(worked))))
+    length = min(worked, key=lambda T: (abs(T - 5), T))
+    return found, Where(length=length, runs_at=length)
 
 
 def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, Where]:
@@ -146,7 +152,7 @@ def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[D
     found = Diagnosis(
         id=FLAG_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[flag]
     )
-    return found, Where(where.length, tuple(worked))
+    return found, Where(where.length, tuple(worked), where.runs_at)
 
 
 def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, str]:

@@ -220,11 +220,15 @@ def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> H
 
 
 def _jacobian_rows(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> Header:
-    y = outputs[int(spec.get("output", 0))]
+    k = int(spec.get("output", 0))
+    y = outputs[k] if k < len(outputs) else None
     x = inputs[spec["wrt"]]
+    u = inputs[spec["upstream"]]
     if not isinstance(y, torch.Tensor) or not y.requires_grad or y.dim() != 3:
         return {"problem": "output is not a differentiable (B, T, d_v) tensor"}
-    u = inputs[spec["upstream"]].to(y.dtype)
+    if y.shape != u.shape:  # what the head returned is judged by the caller; no error of ours (issue 30)
+        return {"problem": f"output {k} has shape {tuple(y.shape)}, expected {tuple(u.shape)}"}
+    u = u.to(y.dtype)
     rows = []
     B, T = y.shape[0], y.shape[1]
     for b in range(B):
