@@ -76,6 +76,23 @@ class HeadCall:
     jacobian: torch.Tensor | None = None
     inputs_after: dict[str, torch.Tensor] = field(default_factory=dict)
     returned_dtypes: tuple[torch.dtype, torch.dtype] | None = None  # (out, weights) as returned, before the cast
+    # a returned value that breaks the contract while the other is sound (issue 30): reading it raises its breach,
+    # so a check that needs only the sound one still judges it
+    broken: dict[str, StudentFailure] = field(default_factory=dict)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("out", "weights"):
+            broken = object.__getattribute__(self, "broken")
+            if name in broken:
+                raise broken[name]
+        return object.__getattribute__(self, name)
+
+    def sound(self, names: tuple[str, ...] = ("out", "weights")) -> tuple[str, ...]:
+        """Those of ``names`` that keep the contract (at least one: else the first breach is raised)."""
+        kept = tuple(n for n in names if n not in self.broken)
+        if not kept:
+            raise self.broken[names[0]]
+        return kept
 
 
 @dataclass(frozen=True)
@@ -227,16 +244,18 @@ class Head:
             if res["kind"] in ("tuple", "list"):
                 got = f"a {res['kind']} of {len(items)} values"
             raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {got}")
-        out = []
-        for k, item in enumerate(items):
-            if "name" not in item:
-                problem = item.get("problem", "")
-                raise StudentFailure(
-                    "failed",
-                    f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
-                )
-            out.append(reply.tensors[item["name"]])
-        return out
+        return [Head._item(reply, fn, item, k) for k, item in enumerate(items)]
+
+    @staticmethod
+    def _item(reply: Reply, fn: str, item: dict[str, Any], k: int) -> torch.Tensor:
+        """The tensor at position ``k`` of a tuple result, or a StudentFailure saying what came back there."""
+        if "name" not in item:
+            problem = item.get("problem", "")
+            raise StudentFailure(
+                "failed",
+                f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
+            )
+        return reply.tensors[item["name"]]
 
     @staticmethod
     def _expect(
@@ -324,14 +343,26 @@ class Head:
         """The validated (out, weights) of one call on ``case``, cast to the input dtype; a call whose out or
         weights hold no finite number on finite inputs is remembered for the current check (the smallest)."""
         fn = "causal_self_attention"
-        out, weights = self._items(reply, fn, 2)
+        res = reply.header["result"]
+        if res["kind"] not in ("tuple", "list") or len(res.get("items", [])) != 2:
+            self._items(reply, fn, 2)  # raises: what came back instead of two values
         s = case.shape
-        self._expect(out, (s.B, s.T, s.d_v), None, "out", "(B, T, d_v)")
-        self._expect(weights, (s.B, s.T, s.T), None, "weights", "(B, T, T)")
-        returned = (out.dtype, weights.dtype)
-        out, weights = (_as_dtype(t, case.X.dtype, what) for t, what in ((out, "out"), (weights, "weights")))
-        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
-        call.returned_dtypes = returned
+        expected = {"out": ((s.B, s.T, s.d_v), "(B, T, d_v)"), "weights": ((s.B, s.T, s.T), "(B, T, T)")}
+        values: dict[str, tuple[torch.dtype, torch.Tensor]] = {}
+        broken: dict[str, StudentFailure] = {}
+        for k, (what, (shape, symbols)) in enumerate(expected.items()):
+            try:
+                t = self._item(reply, fn, res["items"][k], k)
+                self._expect(t, shape, None, what, symbols)
+                values[what] = (t.dtype, _as_dtype(t, case.X.dtype, what))
+            except StudentFailure as exc:
+                broken[what] = exc
+        if len(broken) == 2:
+            raise broken["out"]
+        placeholder = (case.X.dtype, torch.empty(0, dtype=case.X.dtype))
+        (r_out, out), (r_w, weights) = (values.get(w, placeholder) for w in expected)
+        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []), broken=broken)
+        call.returned_dtypes = (r_out, r_w)
         if self.current_check is not None and (found := non_finite(case, causal, out, weights)) is not None:
             if self.non_finite is None or found.size < self.non_finite.size:
                 self.non_finite = found

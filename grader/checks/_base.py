@@ -161,14 +161,17 @@ def check(
 
 
 def heatmaps_for(
-    student: torch.Tensor,
+    student: torch.Tensor | None,
     reference: torch.Tensor | None,
     *,
     causal: bool = True,
     batch: int = 0,
     label: str = "reference",
 ) -> list[Heatmap]:
-    """Heatmaps of the student's weights, the ``label`` ones and their difference for one batch element."""
+    """Heatmaps of the student's weights, the ``label`` ones and their difference for one batch element (none
+    when the student's weights broke the contract: :func:`weights_of`)."""
+    if student is None:
+        return []
 
     def rows(t: torch.Tensor) -> list[list[float | None]]:
         # tolist, not a torch call per element: ~10 us each, a T x T map three times per failing case
@@ -180,6 +183,11 @@ def heatmaps_for(
         diff = student[batch].double() - reference[batch].double()
         maps.append(Heatmap(title=f"yours − {label}", kind="difference", data=rows(diff), causal=causal))
     return maps
+
+
+def weights_of(call: HeadCall) -> torch.Tensor | None:
+    """The call's weights, or None when they broke the contract while out kept it (only out is judged)."""
+    return None if "weights" in call.broken else call.weights
 
 
 @dataclass
@@ -236,14 +244,15 @@ def observed(verdict: Verdict, seen: NonFinite | None, base_seed: int) -> Verdic
     false, so invariances and bounds hold of it vacuously) and fails, and a failure says so in a note."""
     if seen is None or verdict.status not in ("passed", "failed"):
         return verdict
-    text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
+    example = seen.case.counterexample(base_seed, causal=seen.causal)
     if verdict.status == "failed":
-        verdict.notes.append(f"{NON_FINITE_NOTE}{text}.")
+        verdict.notes.append(f"{NON_FINITE_NOTE}{seen.said()} (causal={seen.causal}; input {example.describe()})")
         return verdict
+    text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
     return failed(
         f"{UNOBSERVED}{text}. A property judged on values with no finite number is not observed: NaN compares "
         "bit-equal with NaN, and every bound is false of it, so this check cannot credit it.",
-        counterexample=seen.case.counterexample(base_seed, causal=seen.causal),
+        counterexample=example,
         notes=verdict.notes,
     )
 

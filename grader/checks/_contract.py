@@ -15,6 +15,7 @@ from grader.checks._base import (
     heatmaps_for,
     passed,
     same_bits,
+    weights_of,
 )
 from grader.compare import TOLERANCES, Tolerance, dtype_name, mismatch
 from grader.head import CORE, ImportFailure, StudentFailure
@@ -49,6 +50,8 @@ def interface(ctx: Ctx) -> Verdict:
     for dtype in (torch.float64, torch.float32):
         a = make_case(shape, seed=ctx.seed(0), dtype=dtype)
         call = ctx.head.attention(a, return_inputs=True)
+        for breach in call.broken.values():  # the contract's verdict; the other checks judge the sound value
+            raise breach
         wrong = [
             f"{what} as {dtype_name(got)}"
             for what, got in zip(("out", "weights"), call.returned_dtypes or (dtype, dtype), strict=True)
@@ -181,7 +184,7 @@ def determinism(ctx: Ctx) -> Verdict:
             ("a call under torch.no_grad()", ctx.head.attention(case, rng=ctx.seed(1), no_grad=True)),
         )
         for label, other in others:
-            for what in ("out", "weights"):
+            for what in first.sound():
                 a, b = getattr(first, what), getattr(other, what)
                 if not same_bits(a, b):
                     diff = (a.double() - b.double()).abs().nan_to_num(float("inf")).max()
@@ -190,6 +193,6 @@ def determinism(ctx: Ctx) -> Verdict:
                         "allowed). A head has no randomness: remove dropout or any random sampling (in "
                         "train mode, nn.Dropout is active: call .eval() or drop it).",
                         counterexample=case.counterexample(ctx.base_seed),
-                        heatmaps=heatmaps_for(first.weights, other.weights, label="the other call's"),
+                        heatmaps=heatmaps_for(weights_of(first), weights_of(other), label="the other call's"),
                     )
     return passed("Repeated calls (other random states, with and without autograd) give bitwise identical results.")

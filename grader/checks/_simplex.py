@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
+from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed, weights_of
 from grader.compare import ROW_SUM_TOLERANCE, dtype_name
-from grader.inputs import FAMILIES, Case, simple_cases
+from grader.inputs import FAMILIES, Case, make_case, simple_cases
 
 # Relative slack of the hull bounds, by the precision the head computes in (a few units of rounding).
 HULL_SLACK = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}
@@ -70,17 +70,30 @@ def causal_mask(ctx: Ctx) -> Verdict:
             leak = w[:, upper]
             if bool((leak != 0).any()) or not bool(torch.isfinite(leak).all()):
                 b, i, j = _first_nonzero_above(w, upper)
+                by_value = _masks_random_inputs(ctx, case)
+                how = " (by position, never by value)" if by_value else ""
                 return failed(
                     f"weights[{b}, {i}, {j}] = {float(w[b, i, j]):.4g}, but query {i} may only attend to keys "
-                    f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1).{_simple_hint(case)} "
-                    "Mask the scores where j > i (by position, never by value) with -inf before the softmax.",
+                    f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1)."
+                    f"{_simple_hint(case, by_value)} Mask the scores where j > i{how} with -inf before the softmax.",
                     counterexample=case.counterexample(ctx.base_seed),
                     heatmaps=heatmaps_for(w, ctx.ref.attention(case)[1], batch=b),
                 )
     return passed("The strict upper triangle is exactly zero on simple and random inputs (float64 and float32).")
 
 
-def _simple_hint(case: Case) -> str:
+def _masks_random_inputs(ctx: Ctx, case: Case) -> bool:
+    """Whether the head masks exactly on random inputs of a simple case's shape and dtype: only then does its
+    leak on the simple case show a mask that depends on the score values (issue 30: a clamp after the
+    softmax or a NaN fill leaks by position, on every input)."""
+    if "simple" not in dict(case.params):
+        return False
+    w = ctx.head.attention(make_case(case.shape, seed=ctx.seed(51), dtype=case.X.dtype)).weights
+    upper = torch.triu(torch.ones(case.shape.T, case.shape.T, dtype=torch.bool), diagonal=1)
+    return bool((w[:, upper] == 0).all())
+
+
+def _simple_hint(case: Case, by_value: bool) -> str:
     kind = dict(case.params).get("simple")
     if kind is None:
         return ""
@@ -91,7 +104,9 @@ def _simple_hint(case: Case) -> str:
         "one_hot_tokens": "the tokens are one-hot vectors",
         "d_k_one": "d_k = 1",
     }[str(kind)]
-    return f" Here {what}: a mask must not depend on the score values."
+    if not by_value:
+        return f" Here {what}."
+    return f" Here {what}, and on random inputs of this shape your head masks exactly: a mask must not depend on the score values."
 
 
 def _first_nonzero_above(w: torch.Tensor, upper: torch.Tensor) -> tuple[int, int, int]:
@@ -143,6 +158,6 @@ def convex_hull(ctx: Ctx) -> Verdict:
                     f"[{float(lo[b, k]):.6g}, {float(hi[b, k]):.6g}]. Attention averages the permitted values "
                     "with weights that are >= 0 and sum to 1 (Corollary of Proposition 3.1).",
                     counterexample=case.counterexample(ctx.base_seed),
-                    heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1], batch=b),
+                    heatmaps=heatmaps_for(weights_of(call), ctx.ref.attention(case)[1], batch=b),
                 )
     return passed("Every output row lies in the convex hull of its permitted values.")
