@@ -107,13 +107,15 @@ def _any_length(ctx: Ctx) -> None:
     for T in CONTRACT_LENGTHS:
         case = make_case(Shape(2, T, 4, 2, 3), seed=ctx.seed(10 + T))
         try:
-            ctx.head.attention(case)
+            call = ctx.head.attention(case)
         except StudentFailure as exc:
             if exc.status != "error":
                 raise
             raise StudentFailure(
                 "error", f"{exc.message}\n(raised at T = {T}: the contract takes inputs of any length, Section 9.1)"
             ) from None
+        for breach in call.broken.values():  # one value breaks the contract at this length
+            raise breach
 
 
 PUBLIC_CASES_NOTE = (

@@ -187,7 +187,7 @@ def _changes(
     if runs is None:
         return None
     pairs = [(p, s) for p, s in zip(probes, runs, strict=True) if "grad" not in p.options]
-    probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs])
+    probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs], [p for p, _ in pairs])
     if theirs is None:
         return None
     found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
@@ -209,7 +209,7 @@ def _ordinary(probes: list[Probe], theirs: list[Seen], passed: set[str]) -> tupl
 
 def _ask(head: Head, probe: Probe) -> Seen | None:
     """The head on one extra probe of the diagnosis, in float64; None when it did not answer."""
-    runs = comparable(student_side(head, ATTENTION, [probe]))
+    runs = comparable(student_side(head, ATTENTION, [probe]), [probe])
     return runs[0] if runs else None
 
 

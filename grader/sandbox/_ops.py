@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from grader.sandbox._wire import ALLOWED_DTYPES
+
 MAX_RETURN_ELEMENTS = 1 << 24  # 16M elements: far above any shape the grader asks for
 
 Header = dict[str, Any]
@@ -41,6 +43,8 @@ def _describe(value: Any, name: str, out: Tensors) -> Header:
     if type(value) is torch.Tensor:
         if value.layout != torch.strided:
             return {"type": "tensor", "problem": f"{value.layout} layout"}
+        if value.dtype not in ALLOWED_DTYPES:  # not sent (complex, int8, ...): the caller judges it (issue 30)
+            return {"type": "tensor", "problem": f"dtype {str(value.dtype).removeprefix('torch.')}"}
         if value.numel() > MAX_RETURN_ELEMENTS:
             return {
                 "type": "tensor",
@@ -201,7 +205,7 @@ def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> H
         if int(idx) >= len(outputs):  # what the head returned is judged by the caller; no IndexError of ours
             return {"problem": f"it returned {len(outputs)} value{'s' if len(outputs) != 1 else ''}, not {idx} + 1"}
         y, up = outputs[int(idx)], inputs[up_name]
-        if not isinstance(y, torch.Tensor) or not y.requires_grad:
+        if not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point or not y.requires_grad:
             return {"problem": f"output {idx} is not differentiable (no autograd graph)"}
         if y.shape != up.shape:
             return {"problem": f"output {idx} has shape {tuple(y.shape)}, expected {tuple(up.shape)}"}
@@ -224,7 +228,7 @@ def _jacobian_rows(outputs: list[Any], inputs: Tensors, spec: Header, out: Tenso
     y = outputs[k] if k < len(outputs) else None
     x = inputs[spec["wrt"]]
     u = inputs[spec["upstream"]]
-    if not isinstance(y, torch.Tensor) or not y.requires_grad or y.dim() != 3:
+    if not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point or not y.requires_grad or y.dim() != 3:
         return {"problem": "output is not a differentiable (B, T, d_v) tensor"}
     if y.shape != u.shape:  # what the head returned is judged by the caller; no error of ours (issue 30)
         return {"problem": f"output {k} has shape {tuple(y.shape)}, expected {tuple(u.shape)}"}
