@@ -66,6 +66,7 @@ from grader.diagnosis._where import (
     by_dtype,
     by_flag,
     by_size,
+    by_width,
     dtype_name,
     exception,
     first_line,
@@ -133,6 +134,8 @@ def examine(
     causes = absorbed(causes, size) if size else causes
     flag, where = by_flag(head, [c for c in failing if not size or c.id not in size.explains], where)
     causes = absorbed(causes, flag) if flag else causes
+    width, where = by_width(head, _left(failing, [c for c in (size, flag) if c]), where)  # issue 30
+    causes = absorbed(causes, width) if width else causes
     # the head's other mistakes, sought where it runs (at the length it takes, in the branch that works)
     probes = attention_probes(where.length, where.flags) if where.moved else PROBES[ATTENTION]()
     runs = student_side(head, ATTENTION, probes) if where.moved else seen[ATTENTION]
@@ -159,7 +162,7 @@ def examine(
     causes += _breaches(_left(failing, causes))
     causes += _non_finite(_left(failing, causes))
     causes += _own(_left(failing, causes))
-    stopped = tuple(size.explains) if size else ()
+    stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
     return Examination(_explained(_one_choice(causes, slips, bad), failing), where, stopped)
 
 
