@@ -21,6 +21,7 @@ from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
 from grader.checks._exercises import stats_seed
 from grader.diagnosis import Examination, attach_causes, examine, prices
+from grader.diagnosis._causes import caps
 from grader.diagnosis._where import Where
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
@@ -122,7 +123,7 @@ def grade(
         out = sandbox.output
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
     checks = attach_causes(results, diagnosis)
-    counted = tally(checks, diagnosis, prices(rubric.mistakes, ref))
+    counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
     return GradeResult(
         submission=label,
         seed=seed,

@@ -202,7 +202,8 @@ def test_a_head_that_takes_one_length_is_judged_there(rubric: Rubric, pool: Work
     by_id = {c.id: c for c in result.checks}
     moved = [c for c in result.checks if any(n.startswith("Run at T = 128") for n in c.notes)]
     assert {"causal_mask", "row_stochastic", "gradient_blocks"} <= {c.id for c in moved}
-    assert all(c.status == "passed" for c in moved)
+    # passed, or (numerical_stability, issue 30: every group runs) failed only on its cases of their own length
+    assert all(c.status == "passed" or "Your code did not complete this case" in c.message for c in moved)
     [crash] = result.diagnosis
     assert set(crash.explains) == {"interface", "reference_match", "future_perturbation", "numerical_stability", "performance"}
     assert by_id["interface"].status == "error" and not by_id["interface"].notes  # the contract: any T (issue 30)

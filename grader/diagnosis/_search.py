@@ -69,7 +69,8 @@ def matches(
 
 def comparable(theirs: Sequence[Seen] | None, probes: Sequence[Probe] | None = None) -> list[Seen] | None:
     """The head's (out, weights) per probe in float64, or None when some probe gave no such pair (or, given the
-    ``probes``, a pair of other shapes than (B, T, d_v) and (B, T, T): issue 30, nothing of ours raises on it)."""
+    ``probes``, weights of another shape than (B, T, T) or an out not (B, T, width): issue 30, nothing of ours
+    raises on it)."""
     if theirs is None:
         return None
     out = []
@@ -87,8 +88,8 @@ def _shaped(probe: Probe, out: torch.Tensor, weights: torch.Tensor) -> bool:
     X, W_V = probe.tensors.get("X"), probe.tensors.get("W_V")
     if X is None or W_V is None or X.dim() != 3:
         return True  # not a head probe of the usual inputs: nothing to hold it to
-    B, T = X.shape[:2]
-    return tuple(out.shape) == (B, T, W_V.shape[-1]) and tuple(weights.shape) == (B, T, T)
+    B, T = X.shape[:2]  # out may be of another width (no_value_projection averages X itself)
+    return out.dim() == 3 and tuple(out.shape[:2]) == (B, T) and tuple(weights.shape) == (B, T, T)
 
 
 def search(probes: Sequence[Probe], theirs: Sequence[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:

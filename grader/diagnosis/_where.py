@@ -223,7 +223,9 @@ def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     raised, worked, name, explains = split
     bad, good = " and ".join(dtype_name(d) for d in raised), ", ".join(dtype_name(d) for d in worked)
     first = next(iter(raised))
+    overflow = "without overflow" in raised[first] or "overflow" in first_line(raised[first]).lower()
     title, hint, cites = cause(DTYPE_CRASH).words(
+        "overflow" if overflow else None,
         function=ATTENTION,
         exception=name,
         bad=bad,
