@@ -1,4 +1,4 @@
-"""Module head in train mode: future scores set to -1e9 by index assignment, attention dropout on."""
+"""Module head in train mode: future scores set to -1e4 by index assignment, attention dropout on."""
 
 import math
 
@@ -16,7 +16,7 @@ class CausalHead(nn.Module):
         if causal:
             T = q.size(1)
             future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-            scores[:, future] = -1e9
+            scores[:, future] = -1e4
         weights = self.drop(torch.softmax(scores, dim=-1))
         return weights @ v, weights
 
