@@ -42,7 +42,7 @@ CAUSES = {
     "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
     "output_dtype", "weights_dtype", "no_autograd_graph", "leaky_mask_fill", "leaky_mask_constant",
     "fixed_size_buffer", "unsupported_dtype", "scale_in_float32", "branch_crash", "computed_outside_torch",
-    "computed_in_float32", "non_finite_outputs", "width_crash",
+    "computed_in_float32", "non_finite_outputs", "width_crash", "one_value_breach",
 }  # fmt: skip
 # Advice that presumes a cause belongs to the diagnosis, which names causes it established; a check's message
 # states what it observed (issue 16).

@@ -159,7 +159,7 @@ def examine(
     dtype, bad = by_dtype(head, _left(failing, causes), where)
     causes += [dtype] if dtype else []
     causes += _missing(failing) + _uninstalled(failing)
-    causes += _breaches(_left(failing, causes))
+    causes += _breaches(_left(failing, causes), passed)
     causes += _non_finite(_left(failing, causes))
     causes += _own(_left(failing, causes))
     stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
@@ -432,14 +432,21 @@ def _uninstalled(failing: list[CheckResult]) -> list[Diagnosis]:
     return causes
 
 
-def _breaches(failing: list[CheckResult]) -> list[Diagnosis]:
+# Checks that judge the sound value alone when the other breaks the contract (grader.head.HeadCall.sound): one
+# of them passing shows that one returned value was sound and judged (issue 30).
+ONE_VALUE = ("convex_hull", "future_perturbation", "batch_independence", "determinism", "permutation_equivariance")
+
+
+def _breaches(failing: list[CheckResult], passed: set[str]) -> list[Diagnosis]:
     """One cause for the checks that stopped on what the head returns (a single tensor instead of (out,
-    weights), a wrong shape or type), named by the most common of their messages."""
+    weights), a wrong shape or type), named by the most common of their messages; ``one_value_breach`` when
+    the other value was judged and passed (``passed``: the passing checks)."""
     lines = {c.id: first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
     if not lines:
         return []
     line = Counter(lines.values()).most_common(1)[0][0]
-    return [contract_cause("breach:causal_self_attention", line.rstrip("."), list(lines))]
+    cid = "one_value_breach" if passed & set(ONE_VALUE) else "breach:causal_self_attention"
+    return [contract_cause(cid, line.rstrip("."), list(lines))]
 
 
 def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
