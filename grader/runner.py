@@ -399,7 +399,7 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
             ctx.head.require(name, optional=spec.optional)
         verdict = spec.fn(ctx)
         if spec.id not in ON_ANY_VALUES:
-            verdict = observed(verdict, ctx.head.non_finite, ctx.base_seed)
+            verdict = observed(verdict, ctx.head.non_finite, ctx)
     except MissingFunction as exc:
         if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
             text = exc.message[:1].upper() + exc.message[1:] + "."

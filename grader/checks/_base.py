@@ -92,6 +92,11 @@ class Ctx:
     submission_dir: Path | None = None  # the prepared submission folder (its test files), never imported
     pool: WorkerPool | None = None  # workers for checks that need sandboxes of their own (student tests)
     memo: dict[str, object] = field(default_factory=dict)  # shared by the checks of one grading (measurements)
+    # bitwise comparisons made by :meth:`same`: how many, how many compared a finite number, and the first case
+    # where one compared none (issue 30: an invariance seen only on NaN was not observed)
+    compared: int = 0
+    observed_finite: int = 0
+    vacuous: tuple[Case, bool] | None = None
 
     def seed(self, salt: int = 0) -> int:
         return check_seed(self.base_seed, self.check_id, salt)
@@ -115,6 +120,15 @@ class Ctx:
         """The coarser of ``dtype`` (the inputs) and the precision the head computes in: property checks
         judge a head at the precision it really has (reference_match alone charges float32 arithmetic)."""
         return narrower(dtype, self.precision())
+
+    def same(self, a: torch.Tensor, b: torch.Tensor, case: Case, causal: bool = True) -> bool:
+        """:func:`same_bits`, tallied: a comparison in which ``a`` holds no finite number observes nothing."""
+        self.compared += 1
+        if a.numel() and bool(torch.isfinite(a).any()):
+            self.observed_finite += 1
+        elif self.vacuous is None:
+            self.vacuous = (case, causal)
+        return same_bits(a, b)
 
     def cases(
         self, families: tuple[Shape, ...] = FAMILIES, *, dtype: torch.dtype = torch.float64, **kw: float
@@ -238,10 +252,22 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
     )
 
 
-def observed(verdict: Verdict, seen: NonFinite | None, base_seed: int) -> Verdict:
+def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx) -> Verdict:
     """``verdict``, unless the head answered one of the check's calls with no finite number (``seen``, the
-    smallest such input): then a pass was not observed (NaN is bit-equal to NaN, a comparison with NaN is
-    false, so invariances and bounds hold of it vacuously) and fails, and a failure says so in a note."""
+    smallest such input), or every bitwise comparison of the check compared no finite number (:meth:`Ctx.same`):
+    then a pass was not observed (NaN is bit-equal to NaN, a comparison with NaN is false, so invariances and
+    bounds hold of it vacuously) and fails, and a failure says so in a note."""
+    base_seed = ctx.base_seed
+    if seen is None and ctx.compared and not ctx.observed_finite and ctx.vacuous is not None:
+        case, causal = ctx.vacuous
+        if verdict.status == "passed":
+            return failed(
+                f"{UNOBSERVED}the values this check compared hold no finite number (causal={causal}; the "
+                "smallest such input is below): NaN compares bit-equal with NaN, so the invariance was not observed.",
+                counterexample=case.counterexample(base_seed, causal=causal),
+                notes=verdict.notes,
+            )
+        return verdict
     if seen is None or verdict.status not in ("passed", "failed"):
         return verdict
     example = seen.case.counterexample(base_seed, causal=seen.causal)

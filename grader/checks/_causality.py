@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, fmt, heatmaps_for, passed, same_bits, weights_of
+from grader.checks._base import Ctx, Verdict, check, failed, fmt, heatmaps_for, passed, weights_of
 from grader.compare import TOLERANCES, mismatch
 from grader.head import HeadCall
 from grader.inputs import FAMILIES, Case, Shape, simple_cases
@@ -40,7 +40,7 @@ def future_perturbation(ctx: Ctx) -> Verdict:
             for (t, magnitude), after, call in zip(moves, moved, calls, strict=True):
                 for what in base.sound():  # a value that broke the contract is charged by interface alone
                     a, b = getattr(base, what)[:, :t], getattr(call, what)[:, :t]
-                    if not same_bits(a, b):
+                    if not ctx.same(a, b, case):
                         text, bb = _future_leak(a, b, call, what, t, magnitude)
                         return failed(
                             text,
@@ -212,7 +212,7 @@ def batch_independence(ctx: Ctx) -> Verdict:
             X[b] = case.X[b]
             other = ctx.head.attention(case.with_X(X))
             for what in full.sound():
-                if not same_bits(getattr(full, what)[b], getattr(other, what)[b]):
+                if not ctx.same(getattr(full, what)[b], getattr(other, what)[b], case):
                     return failed(
                         f"Changing the other batch elements changed {what}[{b}]: batch elements must not "
                         "interact (scores, softmax and averages are taken within one sequence).",

@@ -14,7 +14,6 @@ from grader.checks._base import (
     failed,
     heatmaps_for,
     passed,
-    same_bits,
     weights_of,
 )
 from grader.compare import TOLERANCES, Tolerance, dtype_name, mismatch
@@ -188,7 +187,7 @@ def determinism(ctx: Ctx) -> Verdict:
         for label, other in others:
             for what in first.sound():
                 a, b = getattr(first, what), getattr(other, what)
-                if not same_bits(a, b):
+                if not ctx.same(a, b, case):
                     diff = (a.double() - b.double()).abs().nan_to_num(float("inf")).max()
                     return failed(
                         f"The same input gave different {what} on {label} (largest difference {diff:.4g}; 0 "
