@@ -31,6 +31,7 @@ NOT_DEFINED = "Your submission does not define `"
 # A check whose head calls returned no finite number (issue 30): its property was not observed. A passing
 # verdict becomes this failure; a failing one keeps its words and gets the note (the diagnosis reads both).
 UNOBSERVED = "Not observed: on finite inputs "
+ALSO_FAILING = "Also failing, "  # a later group of a check that runs every group (numerical_stability)
 NON_FINITE_NOTE = "During this check, on finite inputs "
 
 PRECISION_SHAPE = Shape(2, 4, 5, 3, 4)  # T = 4: small, so a head that hangs on long inputs answers it

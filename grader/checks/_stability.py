@@ -9,7 +9,7 @@ from functools import partial
 
 import torch
 
-from grader.checks._base import CASE_STOPPED, Ctx, Verdict, check, failed, heatmaps_for, passed
+from grader.checks._base import ALSO_FAILING, CASE_STOPPED, Ctx, Verdict, check, failed, heatmaps_for, passed
 from grader.checks._scaling import fitted_scale
 from grader.compare import ROW_SUM_TOLERANCE, Tolerance, dtype_name, mismatch
 from grader.head import StudentFailure
@@ -118,7 +118,7 @@ def _every_failure(found: list[tuple[str, Verdict | StudentFailure]]) -> Verdict
     others = []
     for label, v in found[1:]:
         text = f"{CASE_STOPPED}{v.message}" if isinstance(v, StudentFailure) else v.message.split("\n")[0]
-        others.append(f"Also failing, {label}: {text.splitlines()[0]}")
+        others.append(f"{ALSO_FAILING}{label}: {text.splitlines()[0]}")
     if others:
         verdict.message = "\n".join([verdict.message, *others])
     return verdict

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from grader.checks._base import BREACH, NON_FINITE_NOTE, NOT_DEFINED, STOPPED, UNOBSERVED
+from grader.checks._base import ALSO_FAILING, BREACH, CASE_STOPPED, NON_FINITE_NOTE, NOT_DEFINED, STOPPED, UNOBSERVED
 from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
 from grader.diagnosis._bugs import snapshot as stored_bugs
@@ -156,7 +156,7 @@ def examine(
         if fn == ATTENTION and found is not None and found[0]:
             continue
         causes += [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
-    dtype, bad = by_dtype(head, _left(failing, causes), where)
+    dtype, bad = by_dtype(head, _left(failing, causes) + _crashed_too(failing, causes), where)
     causes += [dtype] if dtype else []
     causes += _missing(failing) + _uninstalled(failing)
     causes += _breaches(_left(failing, causes), passed)
@@ -170,6 +170,17 @@ def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResu
     """The failing checks no cause explains yet (the direct causes below are sought only for those)."""
     explained = {cid for c in causes for cid in c.explains}
     return [c for c in failing if c.id not in explained]
+
+
+def _crashed_too(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
+    """Explained checks that also crashed in a later group of their cases (numerical_stability runs every group,
+    issue 30): that crash is a failure of its own, which its own cause may explain."""
+    explained = {cid for c in causes for cid in c.explains}
+    return [
+        c
+        for c in failing
+        if c.id in explained and any(ln.startswith(ALSO_FAILING) and CASE_STOPPED in ln for ln in c.message.splitlines())
+    ]
 
 
 def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> None:
