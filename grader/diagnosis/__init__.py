@@ -174,12 +174,20 @@ def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResu
 
 def _crashed_too(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
     """Explained checks that also crashed in a later group of their cases (numerical_stability runs every group,
-    issue 30): that crash is a failure of its own, which its own cause may explain."""
+    issue 30): that crash is a failure of its own, which its own cause may explain, unless a finite mask
+    constant explains the check and the crash is an overflow (the constant's words name the dtypes it does not
+    fit in: that crash is the constant's)."""
     explained = {cid for c in causes for cid in c.explains}
+    constants = set(LEAKY) | set(LEAKY.values())
+    by_constant = {cid for c in causes if c.id in constants for cid in c.explains}
     return [
         c
         for c in failing
-        if c.id in explained and any(ln.startswith(ALSO_FAILING) and CASE_STOPPED in ln for ln in c.message.splitlines())
+        if c.id in explained
+        and any(
+            ln.startswith(ALSO_FAILING) and CASE_STOPPED in ln and not (c.id in by_constant and "overflow" in ln)
+            for ln in c.message.splitlines()
+        )
     ]
 
 
