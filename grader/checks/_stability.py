@@ -9,10 +9,9 @@ from functools import partial
 
 import torch
 
-from grader.checks._base import ALSO_FAILING, CASE_STOPPED, Ctx, Verdict, check, failed, heatmaps_for, passed
+from grader.checks._base import Ctx, Group, Verdict, check, every_group, failed, heatmaps_for, passed
 from grader.checks._scaling import fitted_scale
 from grader.compare import ROW_SUM_TOLERANCE, Tolerance, dtype_name, mismatch
-from grader.head import StudentFailure
 from grader.inputs import Case, Shape, make_case
 
 LARGE_TOL = Tolerance(rtol=1e-8, atol=1e-9)
@@ -66,7 +65,7 @@ def numerical_stability(ctx: Ctx) -> Verdict:
     own float64 result on the same inputs allows. The head is compared with itself, never the reference."""
     habits = _habits(ctx)
     # Every group runs (issue 30): a head that fails in float64 may also raise in float16, a mistake of its own.
-    groups: list[tuple[str, Callable[[], Verdict | None]]] = []
+    groups: list[Group] = []
     for dtype in (torch.float64, torch.float32):
         large = (
             (make_case(Shape(2, 12, 16, 6, 5), seed=ctx.seed(0), dtype=dtype, x_scale=100.0), "scaled scores ~1e4"),
@@ -78,25 +77,13 @@ def numerical_stability(ctx: Ctx) -> Verdict:
     for k, dtype in enumerate((torch.float16, torch.bfloat16)):
         case64 = make_case(Shape(2, 64, 48, 24, 16), seed=ctx.seed(10 + k), x_scale=2.0)
         groups.append((f"{dtype_name(dtype)} inputs", partial(_low_precision, ctx, case64, dtype, habits)))
-    found: list[tuple[str, Verdict | StudentFailure]] = []
-    for label, judge in groups:
-        try:
-            verdict = judge()
-        except StudentFailure as exc:
-            if exc.status == "timeout":
-                raise
-            found.append((label, exc))
-            continue
-        if verdict is not None:
-            found.append((label, verdict))
-    if not found:
-        return passed(
-            "Finite, as masked and normalised as at ordinary scores, and accurate, at score magnitudes 1e4 to 1e6 "
-            "(float64, float32) and in float16/bfloat16."
-        )
-    if len(found) == len(groups) and all(isinstance(v, StudentFailure) for _, v in found):
-        raise found[0][1]  # type: ignore[misc]  # the head answered no group: it failed as it failed
-    return _every_failure(found)
+    verdict = every_group(groups)
+    if verdict is not None:
+        return verdict
+    return passed(
+        "Finite, as masked and normalised as at ordinary scores, and accurate, at score magnitudes 1e4 to 1e6 "
+        "(float64, float32) and in float16/bfloat16."
+    )
 
 
 def _first(judged: list[Callable[[], Verdict | None]]) -> Verdict | None:
@@ -107,21 +94,6 @@ def _first(judged: list[Callable[[], Verdict | None]]) -> Verdict | None:
     return None
 
 
-def _every_failure(found: list[tuple[str, Verdict | StudentFailure]]) -> Verdict:
-    """One verdict that reports every failing group: the first in full, the others after it, each with its own
-    words (a crash in one dtype as the head's error, which the diagnosis can name on its own)."""
-    first_label, first = found[0]
-    if isinstance(first, StudentFailure):
-        verdict = failed(f"With {first_label}: {CASE_STOPPED}{first.message}")
-    else:
-        verdict = first
-    others = []
-    for label, v in found[1:]:
-        text = f"{CASE_STOPPED}{v.message}" if isinstance(v, StudentFailure) else v.message.split("\n")[0]
-        others.append(f"{ALSO_FAILING}{label}: {text.splitlines()[0]}")
-    if others:
-        verdict.message = "\n".join([verdict.message, *others])
-    return verdict
 
 
 def _habits(ctx: Ctx) -> Habits:
