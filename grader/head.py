@@ -76,6 +76,53 @@ class HeadCall:
     jacobian: torch.Tensor | None = None
     inputs_after: dict[str, torch.Tensor] = field(default_factory=dict)
     returned_dtypes: tuple[torch.dtype, torch.dtype] | None = None  # (out, weights) as returned, before the cast
+    # a returned value that breaks the contract while the other is sound (issue 30): reading it raises its breach,
+    # so a check that needs only the sound one still judges it
+    broken: dict[str, StudentFailure] = field(default_factory=dict)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("out", "weights"):
+            broken = object.__getattribute__(self, "broken")
+            if name in broken:
+                raise broken[name]
+        return object.__getattribute__(self, name)
+
+    def sound(self, names: tuple[str, ...] = ("out", "weights")) -> tuple[str, ...]:
+        """Those of ``names`` that keep the contract (at least one: else the first breach is raised)."""
+        kept = tuple(n for n in names if n not in self.broken)
+        if not kept:
+            raise self.broken[names[0]]
+        return kept
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """A call whose out or weights hold no finite number although its inputs are finite: a property judged
+    on that call was not observed (NaN compares bit-equal with NaN, and every bound is false of it)."""
+
+    case: Case
+    causal: bool
+    what: str  # "out and weights", "weights", ...
+    kind: str  # "NaN", "infinite", "NaN or infinite"
+
+    @property
+    def size(self) -> int:
+        return self.case.X.numel()
+
+    def said(self) -> str:
+        return f"every entry of {self.what} is {self.kind}"
+
+
+def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tensor) -> NonFinite | None:
+    """The record of a call with finite inputs whose out or weights hold no finite number; None otherwise."""
+    if not all(bool(torch.isfinite(t).all()) for t in case.tensors().values()):
+        return None
+    empty = [(what, t) for what, t in (("out", out), ("weights", weights)) if t.numel() and not bool(torch.isfinite(t).any())]
+    if not empty:
+        return None
+    nan = [bool(torch.isnan(t).all()) for _, t in empty]
+    kind = "NaN" if all(nan) else "infinite" if not any(bool(torch.isnan(t).any()) for _, t in empty) else "NaN or infinite"
+    return NonFinite(case, causal, " and ".join(w for w, _ in empty), kind)
 
 
 def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
@@ -92,6 +139,7 @@ class Head:
 
     rng_seed: int | None = None
     current_check: str | None = None  # set by the runner; names the check a timed-out call came from
+    non_finite: NonFinite | None = None  # the smallest call of the current check with no finite out or weights
 
     def __init__(
         self,
@@ -196,16 +244,18 @@ class Head:
             if res["kind"] in ("tuple", "list"):
                 got = f"a {res['kind']} of {len(items)} values"
             raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {got}")
-        out = []
-        for k, item in enumerate(items):
-            if "name" not in item:
-                problem = item.get("problem", "")
-                raise StudentFailure(
-                    "failed",
-                    f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
-                )
-            out.append(reply.tensors[item["name"]])
-        return out
+        return [Head._item(reply, fn, item, k) for k, item in enumerate(items)]
+
+    @staticmethod
+    def _item(reply: Reply, fn: str, item: dict[str, Any], k: int) -> torch.Tensor:
+        """The tensor at position ``k`` of a tuple result, or a StudentFailure saying what came back there."""
+        if "name" not in item:
+            problem = item.get("problem", "")
+            raise StudentFailure(
+                "failed",
+                f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
+            )
+        return reply.tensors[item["name"]]
 
     @staticmethod
     def _expect(
@@ -255,7 +305,7 @@ class Head:
         options.update(return_inputs=return_inputs, trace=trace or [], no_grad=no_grad)
         args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
         reply = self._call(fn, args, tensors, **options)
-        call = self._head_call(reply, case)
+        call = self._head_call(reply, case, causal)
         if upstream is not None:
             grads = reply.header["grads"]
             if "problem" in grads:
@@ -286,20 +336,42 @@ class Head:
         calls = []
         for k, (header, case) in enumerate(zip(each, cases, strict=True)):
             mine = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
-            calls.append(self._head_call(Reply("ok", header, mine), case))
+            calls.append(self._head_call(Reply("ok", header, mine), case, causal))
         return calls
 
-    def _head_call(self, reply: Reply, case: Case) -> HeadCall:
-        """The validated (out, weights) of one call on ``case``, cast to the input dtype."""
+    def _head_call(self, reply: Reply, case: Case, causal: bool) -> HeadCall:
+        """The validated (out, weights) of one call on ``case``, cast to the input dtype; a call whose out or
+        weights hold no finite number on finite inputs is remembered for the current check (the smallest)."""
         fn = "causal_self_attention"
-        out, weights = self._items(reply, fn, 2)
+        res = reply.header["result"]
+        items = list(res.get("items", []))
+        alone = res["kind"] == "single" or (res["kind"] in ("tuple", "list") and len(items) == 1)
+        if not alone and (res["kind"] not in ("tuple", "list") or len(items) != 2):
+            self._items(reply, fn, 2)  # raises: what came back instead of two values
         s = case.shape
-        self._expect(out, (s.B, s.T, s.d_v), None, "out", "(B, T, d_v)")
-        self._expect(weights, (s.B, s.T, s.T), None, "weights", "(B, T, T)")
-        returned = (out.dtype, weights.dtype)
-        out, weights = (_as_dtype(t, case.X.dtype, what) for t, what in ((out, "out"), (weights, "weights")))
-        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []))
-        call.returned_dtypes = returned
+        expected = {"out": ((s.B, s.T, s.d_v), "(B, T, d_v)"), "weights": ((s.B, s.T, s.T), "(B, T, T)")}
+        values: dict[str, tuple[torch.dtype, torch.Tensor]] = {}
+        broken: dict[str, StudentFailure] = {}
+        for k, (what, (shape, symbols)) in enumerate(expected.items()):
+            try:
+                if k >= len(items) or alone and k:  # one value returned: judged as out; the weights are missing
+                    self._items(reply, fn, 2)
+                t = self._item(reply, fn, items[k], k)
+                self._expect(t, shape, None, what, symbols)
+                values[what] = (t.dtype, _as_dtype(t, case.X.dtype, what))
+            except StudentFailure as exc:
+                broken[what] = exc
+        if len(broken) == 2:
+            if alone:
+                self._items(reply, fn, 2)  # raises: one value, and not an out either
+            raise broken["out"]
+        placeholder = (case.X.dtype, torch.empty(0, dtype=case.X.dtype))
+        (r_out, out), (r_w, weights) = (values.get(w, placeholder) for w in expected)
+        call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []), broken=broken)
+        call.returned_dtypes = (r_out, r_w)
+        if self.current_check is not None and (found := non_finite(case, causal, out, weights)) is not None:
+            if self.non_finite is None or found.size < self.non_finite.size:
+                self.non_finite = found
         return call
 
     def traced_calls(self, case: Case, names: list[str]) -> list[str]:

@@ -59,6 +59,21 @@ def at_length(T: int) -> Iterator[None]:
         _LENGTH.reset(token)
 
 
+# Where a head runs only when d_k = d_v = d (a .view(B, T, d) of a projection), its checks are run again there:
+# every case made by make_case then has both head widths equal to the model width d (issue 30).
+_SQUARE: ContextVar[bool] = ContextVar("square", default=False)
+
+
+@contextlib.contextmanager
+def at_model_width() -> Iterator[None]:
+    """Within this block, every case :func:`make_case` makes has d_k = d_v = d (its d, T, B and seed kept)."""
+    token = _SQUARE.set(True)
+    try:
+        yield
+    finally:
+        _SQUARE.reset(token)
+
+
 def check_seed(base: int, check_id: str, salt: int = 0) -> int:
     """A per-check seed derived from the base seed and the check's id (stable across runs)."""
     digest = hashlib.sha256(f"{base}:{check_id}:{salt}".encode()).digest()
@@ -103,6 +118,8 @@ def make_case(
     (``shape``'s length replaced inside :func:`at_length`)."""
     if (T := _LENGTH.get()) is not None:
         shape = dataclasses.replace(shape, T=T)
+    if _SQUARE.get():
+        shape = dataclasses.replace(shape, d_k=shape.d, d_v=shape.d)
     g = torch.Generator().manual_seed(seed)
     s = shape
     X = torch.randn(s.B, s.T, s.d, generator=g, dtype=torch.float64) * x_scale

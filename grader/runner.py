@@ -19,11 +19,13 @@ from pathlib import Path
 
 from grader._paths import bundled
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
+from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
 from grader.checks._exercises import stats_seed
 from grader.diagnosis import Examination, attach_causes, cause_ids, examine, prices
+from grader.diagnosis._causes import caps
+from grader.diagnosis._where import Where
 from grader.head import Head, MissingFunction, StudentFailure
-from grader.inputs import at_length
+from grader.inputs import at_length, at_model_width
 from grader.models import FAILING, CheckResult, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
@@ -131,8 +133,8 @@ def grade(
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
             exam = _examine(results, head, ref, rubric, seed)
             again = _stopped_by_length(exam)
-            if again and exam.where.length is not None:  # run them where the head runs, then diagnose that
-                results = _run_at_length(again, exam.where.length, lambda cid: run(cid, head), results, memo)
+            if again and (exam.where.runs_at is not None or exam.where.square):  # run them where the head runs
+                results = _run_at_length(again, exam.where, lambda cid: run(cid, head), results, memo)
                 exam = _examine(results, head, ref, rubric, seed)
             diagnosis = exam.causes
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
@@ -142,7 +144,7 @@ def grade(
         out = sandbox.output
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
     checks = attach_causes(results, diagnosis)
-    counted = tally(checks, diagnosis, prices(rubric.mistakes, ref))
+    counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
     return GradeResult(
         submission=label,
         seed=seed,
@@ -360,7 +362,13 @@ def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric
 
 # Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student
 # kit, the stored public ones), a timed check's length is its point.
-NOT_AT_LENGTH = frozenset({"reference_match", "student_tests"})
+# interface judges the contract as written, which takes any length (issue 30).
+NOT_AT_LENGTH = frozenset({"interface", "reference_match", "student_tests"})
+# score_scaling's property is how the scale follows d_k != d: not observed where d_k = d.
+NOT_AT_WIDTH = frozenset({"score_scaling"})
+# Checks whose property is observed on outputs with no finite number (shapes, dtypes, purity): not
+# judged unobserved on them (grader.checks._base.observed).
+ON_ANY_VALUES = frozenset({"interface"})
 
 
 def _stopped_by_length(exam: Examination) -> list[str]:
@@ -374,18 +382,26 @@ def _stopped_by_length(exam: Examination) -> list[str]:
 
 
 def _run_at_length(
-    again: list[str], T: int, run: Callable[[str], CheckResult], results: list[CheckResult], memo: dict[str, object]
+    again: list[str], where: Where, run: Callable[[str], CheckResult], results: list[CheckResult], memo: dict[str, object]
 ) -> list[CheckResult]:
     """``results`` with the checks ``again`` run once more, every case they make of length ``T``: a head that
     takes only that length is judged there on every property that does not rest on the length (issue 24). A
     check that still cannot complete there (a case of its own length, a reply too large at T) keeps its first
     verdict: its property was not observed, and the length limit is charged for it."""
     memo.pop("precision", None)  # measured again at T too (it could not be measured at its own length)
-    note = (
-        f"Run at T = {T}, a length your head takes: it raises at the lengths this check uses (its cases are "
-        "otherwise the check's own)."
-    )
-    with at_length(T):
+    T = where.runs_at
+    if T is not None:
+        note = (
+            f"Run at T = {T}, a length your head takes: it raises at the lengths this check uses (its cases are "
+            "otherwise the check's own)."
+        )
+    else:  # issue 30: a head that runs only with d_k = d_v = d
+        note = (
+            "Run with d_k = d_v = d, widths your head takes: it raises at the widths this check uses (its cases are "
+            "otherwise the check's own)."
+        )
+        again = [cid for cid in again if cid not in NOT_AT_WIDTH]
+    with at_length(T) if T is not None else contextlib.nullcontext(), at_model_width() if where.square else contextlib.nullcontext():
         ran = [run(cid) for cid in again]
     # a check that errs or times out there was still not observed: its first verdict stays
     observed = [r for r in ran if r.status not in ("error", "timeout")]
@@ -398,10 +414,13 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
     t0 = time.perf_counter()
     ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
     ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
+    ctx.head.non_finite = None  # the smallest of its calls that returned no finite number (grader/head.py)
     try:
         for name in spec.needs:
             ctx.head.require(name, optional=spec.optional)
         verdict = spec.fn(ctx)
+        if spec.id not in ON_ANY_VALUES:
+            verdict = observed(verdict, ctx.head.non_finite, ctx)
     except MissingFunction as exc:
         if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
             text = exc.message[:1].upper() + exc.message[1:] + "."

@@ -25,7 +25,12 @@ class Tally:
     diagnosis: list[Diagnosis]  # with each cause's deduction when scoring is "mistakes"
 
 
-def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping[str, float]) -> Tally:
+def tally(
+    checks: list[CheckResult],
+    diagnosis: list[Diagnosis],
+    prices: Mapping[str, float],
+    caps: Mapping[str, float] | None = None,
+) -> Tally:
     """The score of ``checks`` counted by checks and, when every failing graded check is explained, by mistakes."""
     by_checks = round(sum(c.score for c in checks), 6)
     graded = [c for c in checks if c.status in FAILING and not c.extra_credit]
@@ -39,7 +44,7 @@ def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping
             "own points."
         )
         return Tally(by_checks, "checks", by_checks, note, diagnosis)
-    deductions = _deductions(diagnosis, lost, prices)
+    deductions = _deductions(diagnosis, lost, prices, caps or {})
     # the points of the failing checks come back and each mistake's price goes instead; points not earned
     # elsewhere (a skipped check, extra credit not attempted) stay unearned
     by_mistakes = round(max(0.0, by_checks + sum(lost.values()) - sum(deductions.values())), 6)
@@ -58,11 +63,14 @@ def tally(checks: list[CheckResult], diagnosis: list[Diagnosis], prices: Mapping
     return Tally(by_mistakes, "mistakes", by_checks, note, charged)
 
 
-def _deductions(diagnosis: list[Diagnosis], lost: dict[str, float], prices: Mapping[str, float]) -> dict[str, float]:
+def _deductions(
+    diagnosis: list[Diagnosis], lost: dict[str, float], prices: Mapping[str, float], caps: Mapping[str, float]
+) -> dict[str, float]:
     """Each cause's price; a cause that breaks no graded check costs nothing, and an unpriced one the points
     lost on the checks it explains that no priced cause explains (each check once). A check a crash stopped
     is the crash's alone: another cause that breaks its property (a mutation found where the head runs) is
-    not charged for it, and never buys back points the crash left unobserved."""
+    not charged for it, and never buys back points the crash left unobserved. An unpriced cause with a cap
+    (a crash where the head runs elsewhere, issue 30) costs at most its cap."""
     crashed = {cid for d in diagnosis if d.kind == "crash" for cid in d.explains}
 
     def charged_to(d: Diagnosis) -> list[str]:
@@ -80,7 +88,7 @@ def _deductions(diagnosis: list[Diagnosis], lost: dict[str, float], prices: Mapp
         else:
             own = [cid for cid in mine if cid not in priced and cid not in charged]
             charged.update(own)
-            out[d.id] = round(sum(lost[cid] for cid in own), 6)
+            out[d.id] = round(min(sum(lost[cid] for cid in own), caps.get(d.id, float("inf"))), 6)
     return out
 
 

@@ -104,10 +104,11 @@ def test_no_failure_no_counting() -> None:
 
 def test_every_cause_of_the_error_model_and_the_library_has_a_default_price() -> None:
     """The prices live with the causes (causes.toml, the chaff catalog); the bundled rubric overrides none. A
-    crash that depends on the input has none: it costs the points of the checks it stops."""
+    crash that depends on the input has none: it costs the points of the checks it stops (at most its cap); nor
+    has a head's answer with no finite number, which costs the checks that could not observe it (issue 30)."""
     oracle = load_oracle()
     defaults = prices({}, oracle)
-    unpriced = {"fixed_size_buffer", "branch_crash", "unsupported_dtype"}
+    unpriced = {"fixed_size_buffer", "branch_crash", "unsupported_dtype", "width_crash", "non_finite_outputs", "one_value_breach"}
     assert set(SLOT_OF) <= set(defaults)
     assert {c.id for c in known_heads("chaff")} <= set(defaults)
     assert cause_ids() - unpriced == set(defaults) and not unpriced & set(defaults)
@@ -125,3 +126,24 @@ def test_a_price_for_an_unknown_cause_is_refused(tmp_path: Path) -> None:
     path.write_text(bundled.read_text() + "no_scaling = -1\n")
     with pytest.raises(RubricError, match="mistakes.no_scaling"):
         load_rubric(path)
+
+
+def test_a_crash_where_the_head_runs_elsewhere_never_costs_more_than_its_cap() -> None:
+    """Issue 30: an unpriced cause costs the points of the checks it explains, but at most its cap."""
+    from grader.diagnosis._causes import caps
+    from grader.models import CheckResult, Diagnosis
+    from grader.scoring import tally
+
+    def check(cid: str, lost: float) -> CheckResult:
+        status = "failed" if lost else "passed"
+        return CheckResult(
+            id=cid, title=cid, cites="", status=status, score=10 - lost, max_score=10, message="", seed=0, duration_s=0
+        )
+
+    checks = [check("a", 10), check("b", 10), check("c", 10), check("d", 0)]
+    crash = Diagnosis(id="fixed_size_buffer", title="t", hint="h", cites="c", kind="crash", explains=["a", "b", "c"])
+    assert caps()["fixed_size_buffer"] == 25
+    uncapped = tally(checks, [crash], {})
+    capped = tally(checks, [crash], {}, caps())
+    assert uncapped.score == 10 and uncapped.scoring == "checks"
+    assert capped.score == 15 and capped.scoring == "mistakes" and capped.diagnosis[0].deduction == 25

@@ -8,6 +8,7 @@ runner turns that into the verdict, so every check always yields exactly one ver
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Literal
 
 import torch
 
-from grader.head import Head, HeadCall, StudentFailure
+from grader.head import Head, HeadCall, NonFinite, StudentFailure
 from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
 from grader.models import Counterexample, Heatmap
 from grader.oracle import Oracle
@@ -28,6 +29,11 @@ STOPPED = "Your code did not complete this check: "
 CASE_STOPPED = "Your code did not complete this case: "
 BREACH = "What your code returned breaks the contract: "
 NOT_DEFINED = "Your submission does not define `"
+# A check whose head calls returned no finite number (issue 30): its property was not observed. A passing
+# verdict becomes this failure; a failing one keeps its words and gets the note (the diagnosis reads both).
+UNOBSERVED = "Not observed: on finite inputs "
+ALSO_FAILING = "Also failing, "  # a later group of a check that runs every group (numerical_stability)
+NON_FINITE_NOTE = "During this check, on finite inputs "
 
 PRECISION_SHAPE = Shape(2, 4, 5, 3, 4)  # T = 4: small, so a head that hangs on long inputs answers it
 _NARROW_FIRST = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -88,6 +94,11 @@ class Ctx:
     submission_dir: Path | None = None  # the prepared submission folder (its test files), never imported
     pool: WorkerPool | None = None  # workers for checks that need sandboxes of their own (student tests)
     memo: dict[str, object] = field(default_factory=dict)  # shared by the checks of one grading (measurements)
+    # bitwise comparisons made by :meth:`same`: how many, how many compared a finite number, and the first case
+    # where one compared none (issue 30: an invariance seen only on NaN was not observed)
+    compared: int = 0
+    observed_finite: int = 0
+    vacuous: tuple[Case, bool] | None = None
 
     def seed(self, salt: int = 0) -> int:
         return check_seed(self.base_seed, self.check_id, salt)
@@ -111,6 +122,15 @@ class Ctx:
         """The coarser of ``dtype`` (the inputs) and the precision the head computes in: property checks
         judge a head at the precision it really has (reference_match alone charges float32 arithmetic)."""
         return narrower(dtype, self.precision())
+
+    def same(self, a: torch.Tensor, b: torch.Tensor, case: Case, causal: bool = True) -> bool:
+        """:func:`same_bits`, tallied: a comparison in which ``a`` holds no finite number observes nothing."""
+        self.compared += 1
+        if a.numel() and bool(torch.isfinite(a).any()):
+            self.observed_finite += 1
+        elif self.vacuous is None:
+            self.vacuous = (case, causal)
+        return same_bits(a, b)
 
     def cases(
         self, families: tuple[Shape, ...] = FAMILIES, *, dtype: torch.dtype = torch.float64, **kw: float
@@ -157,14 +177,17 @@ def check(
 
 
 def heatmaps_for(
-    student: torch.Tensor,
+    student: torch.Tensor | None,
     reference: torch.Tensor | None,
     *,
     causal: bool = True,
     batch: int = 0,
     label: str = "reference",
 ) -> list[Heatmap]:
-    """Heatmaps of the student's weights, the ``label`` ones and their difference for one batch element."""
+    """Heatmaps of the student's weights, the ``label`` ones and their difference for one batch element (none
+    when the student's weights broke the contract: :func:`weights_of`)."""
+    if student is None:
+        return []
 
     def rows(t: torch.Tensor) -> list[list[float | None]]:
         # tolist, not a torch call per element: ~10 us each, a T x T map three times per failing case
@@ -176,6 +199,11 @@ def heatmaps_for(
         diff = student[batch].double() - reference[batch].double()
         maps.append(Heatmap(title=f"yours − {label}", kind="difference", data=rows(diff), causal=causal))
     return maps
+
+
+def weights_of(call: HeadCall) -> torch.Tensor | None:
+    """The call's weights, or None when they broke the contract while out kept it (only out is judged)."""
+    return None if "weights" in call.broken else call.weights
 
 
 @dataclass
@@ -224,6 +252,80 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
         heatmaps=first.heatmaps,
         fraction=n_ok / len(outcomes),
     )
+
+
+def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx) -> Verdict:
+    """``verdict``, unless the head answered one of the check's calls with no finite number (``seen``, the
+    smallest such input), or every bitwise comparison of the check compared no finite number (:meth:`Ctx.same`):
+    then a pass was not observed (NaN is bit-equal to NaN, a comparison with NaN is false, so invariances and
+    bounds hold of it vacuously) and fails, and a failure says so in a note."""
+    base_seed = ctx.base_seed
+    if seen is None and ctx.compared and not ctx.observed_finite and ctx.vacuous is not None:
+        case, causal = ctx.vacuous
+        if verdict.status == "passed":
+            return failed(
+                f"{UNOBSERVED}the values this check compared hold no finite number (causal={causal}; the "
+                "smallest such input is below): NaN compares bit-equal with NaN, so the invariance was not observed.",
+                counterexample=case.counterexample(base_seed, causal=causal),
+                notes=verdict.notes,
+            )
+        return verdict
+    if seen is None or verdict.status not in ("passed", "failed"):
+        return verdict
+    example = seen.case.counterexample(base_seed, causal=seen.causal)
+    if verdict.status == "failed":
+        verdict.notes.append(f"{NON_FINITE_NOTE}{seen.said()} (causal={seen.causal}; input {example.describe()})")
+        return verdict
+    text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
+    return failed(
+        f"{UNOBSERVED}{text}. A property judged on values with no finite number is not observed: NaN compares "
+        "bit-equal with NaN, and every bound is false of it, so this check cannot credit it.",
+        counterexample=example,
+        notes=verdict.notes,
+    )
+
+
+Group = tuple[str, Callable[[], "Verdict | None"]]  # a label ("float32 inputs") and its judge (None: it holds)
+
+
+def every_group(groups: list[Group]) -> Verdict | None:
+    """Run every group of a check's cases through (issue 30: a head that fails in float64 may also raise in
+    float16, a mistake of its own) and report each failing one: None when all hold. The first failure is
+    reported in full, the others after it, a raise in one group as the head's error (the diagnosis can name
+    it on its own). A group the head did not answer is a failure of that group; when it answered none, the
+    check fails as the head failed. What breaks the contract, a hang or a missing function stops the check."""
+    found: list[tuple[str, Verdict | StudentFailure]] = []
+    for label, judge in groups:
+        try:
+            verdict = judge()
+        except StudentFailure as exc:
+            if exc.status != "error" or type(exc) is not StudentFailure:
+                raise
+            found.append((label, exc))
+            continue
+        if verdict is not None:
+            found.append((label, verdict))
+    if not found:
+        return None
+    if len(found) == len(groups) and all(isinstance(v, StudentFailure) for _, v in found):
+        raise found[0][1]  # type: ignore[misc]  # the head answered no group: it failed as it failed
+    first_label, first = found[0]
+    verdict = failed(f"With {first_label}: {CASE_STOPPED}{first.message}") if isinstance(first, StudentFailure) else first
+    others, said = [], {_gist(verdict.message)}
+    for label, v in found[1:]:
+        text = f"{CASE_STOPPED}{v.message}" if isinstance(v, StudentFailure) else v.message
+        if _gist(text) not in said:  # each distinct failure once: the same one in float32 adds nothing
+            said.add(_gist(text))
+            others.append(f"{ALSO_FAILING}{label}: {text.splitlines()[0]}")
+    if others:
+        verdict.message = "\n".join([verdict.message, *others])
+    return verdict
+
+
+def _gist(message: str) -> str:
+    """A failure's first line without its numbers and dtype names: what kind of failure it is."""
+    line = message.splitlines()[0] if message else ""
+    return re.sub(r"(b?float|int)\d+|[-+]?\d[\d.e+-]*", "#", line)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -14,7 +14,7 @@ from grader.checks._base import (
     failed,
     heatmaps_for,
     passed,
-    same_bits,
+    weights_of,
 )
 from grader.compare import TOLERANCES, Tolerance, dtype_name, mismatch
 from grader.head import CORE, ImportFailure, StudentFailure
@@ -49,6 +49,8 @@ def interface(ctx: Ctx) -> Verdict:
     for dtype in (torch.float64, torch.float32):
         a = make_case(shape, seed=ctx.seed(0), dtype=dtype)
         call = ctx.head.attention(a, return_inputs=True)
+        for breach in call.broken.values():  # the contract's verdict; the other checks judge the sound value
+            raise breach
         wrong = [
             f"{what} as {dtype_name(got)}"
             for what, got in zip(("out", "weights"), call.returned_dtypes or (dtype, dtype), strict=True)
@@ -68,6 +70,7 @@ def interface(ctx: Ctx) -> Verdict:
                     "arguments (the grader and any caller may reuse them).",
                     counterexample=a.counterexample(ctx.base_seed),
                 )
+    _any_length(ctx)
     first = make_case(shape, seed=ctx.seed(1))
     second = make_case(shape, seed=ctx.seed(2))
     out_first = ctx.head.attention(first).out
@@ -89,6 +92,32 @@ def interface(ctx: Ctx) -> Verdict:
         )
     del w, q, k
     return passed("All contract functions exist; shapes, dtypes and purity are as documented.")
+
+
+# The lengths the contract is judged at: any T means short and long ones, a power of two and the lengths just
+# past the buffers public code fixes (8, 128), so that a head that takes only some lengths breaches it here.
+CONTRACT_LENGTHS = (1, 2, 5, 8, 9, 16, 64, 129)
+
+
+def _any_length(ctx: Ctx) -> None:
+    """Section 9.1: causal_self_attention takes every length T. The first length it raises at stops this
+    check with the head's own error (the diagnosis names the lengths; the property checks are judged again
+    where the head runs, grader/runner.py); the length is said on the lines after the error. A hang is not
+    judged here: the longer lengths are left, and the hang costs the checks that need them (grader/_hangs.py)."""
+    for T in CONTRACT_LENGTHS:
+        case = make_case(Shape(2, T, 4, 2, 3), seed=ctx.seed(10 + T))
+        try:
+            call = ctx.head.attention(case)
+        except StudentFailure as exc:
+            if exc.status == "timeout":
+                return
+            if exc.status != "error":
+                raise
+            raise StudentFailure(
+                "error", f"{exc.message}\n(raised at T = {T}: the contract takes inputs of any length, Section 9.1)"
+            ) from None
+        for breach in call.broken.values():  # one value breaks the contract at this length
+            raise breach
 
 
 PUBLIC_CASES_NOTE = (
@@ -159,15 +188,15 @@ def determinism(ctx: Ctx) -> Verdict:
             ("a call under torch.no_grad()", ctx.head.attention(case, rng=ctx.seed(1), no_grad=True)),
         )
         for label, other in others:
-            for what in ("out", "weights"):
+            for what in first.sound():
                 a, b = getattr(first, what), getattr(other, what)
-                if not same_bits(a, b):
+                if not ctx.same(a, b, case):
                     diff = (a.double() - b.double()).abs().nan_to_num(float("inf")).max()
                     return failed(
                         f"The same input gave different {what} on {label} (largest difference {diff:.4g}; 0 "
                         "allowed). A head has no randomness: remove dropout or any random sampling (in "
                         "train mode, nn.Dropout is active: call .eval() or drop it).",
                         counterexample=case.counterexample(ctx.base_seed),
-                        heatmaps=heatmaps_for(first.weights, other.weights, label="the other call's"),
+                        heatmaps=heatmaps_for(weights_of(first), weights_of(other), label="the other call's"),
                     )
     return passed("Repeated calls (other random states, with and without autograd) give bitwise identical results.")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
+from grader.checks._base import Ctx, Verdict, check, every_group, failed, heatmaps_for, passed, weights_of
 from grader.compare import ROW_SUM_TOLERANCE, dtype_name
-from grader.inputs import FAMILIES, Case, simple_cases
+from grader.inputs import FAMILIES, Case, make_case, simple_cases
+
+DTYPES = (torch.float64, torch.float32)  # the dtype groups of row_stochastic and causal_mask
 
 # Relative slack of the hull bounds, by the precision the head computes in (a few units of rounding).
 HULL_SLACK = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}
@@ -18,33 +22,39 @@ HULL_SLACK = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, to
     cites="Proposition 3.1",
 )
 def row_stochastic(ctx: Ctx) -> Verdict:
-    """Proposition 3.1: each attention row is a probability vector (entries >= 0, sum 1), masked or not."""
-    for dtype in (torch.float64, torch.float32):
-        working = ctx.working_dtype(dtype)
-        tol = ROW_SUM_TOLERANCE[working]
-        for case in ctx.cases(FAMILIES, dtype=dtype):
-            for causal in (True, False):
-                w = ctx.head.attention(case, causal=causal).weights
-                neg = w < 0
-                if bool(neg.any()) or not bool(torch.isfinite(w).all()):
-                    idx = tuple(int(i) for i in (neg | ~torch.isfinite(w)).nonzero()[0])
-                    return failed(
-                        f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite "
-                        "(Proposition 3.1).",
-                        counterexample=case.counterexample(ctx.base_seed, causal=causal),
-                        heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=idx[0]),
-                    )
-                dev = (w.double().sum(-1) - 1).abs()
-                if float(dev.max()) > tol:
-                    b, i = (int(v) for v in (dev == dev.max()).nonzero()[0])
-                    return failed(
-                        f"Row {i} of batch element {b} sums to {float(w[b, i].double().sum()):.10g}, not 1 "
-                        f"(up to {tol:g} allowed{_at(working, dtype)}); every attention row is a probability "
-                        "vector (Proposition 3.1).",
-                        counterexample=case.counterexample(ctx.base_seed, causal=causal),
-                        heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=b),
-                    )
-    return passed("All weights are nonnegative and every row sums to one (float64 and float32).")
+    """Proposition 3.1: each attention row is a probability vector (entries >= 0, sum 1), masked or not; every
+    dtype group is judged (issue 30)."""
+    groups = [(f"{dtype_name(dtype)} inputs", partial(_row_stochastic, ctx, dtype)) for dtype in DTYPES]
+    verdict = every_group(groups)
+    return verdict or passed("All weights are nonnegative and every row sums to one (float64 and float32).")
+
+
+def _row_stochastic(ctx: Ctx, dtype: torch.dtype) -> Verdict | None:
+    working = ctx.working_dtype(dtype)
+    tol = ROW_SUM_TOLERANCE[working]
+    for case in ctx.cases(FAMILIES, dtype=dtype):
+        for causal in (True, False):
+            w = ctx.head.attention(case, causal=causal).weights
+            neg = w < 0
+            if bool(neg.any()) or not bool(torch.isfinite(w).all()):
+                idx = tuple(int(i) for i in (neg | ~torch.isfinite(w)).nonzero()[0])
+                return failed(
+                    f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite "
+                    "(Proposition 3.1).",
+                    counterexample=case.counterexample(ctx.base_seed, causal=causal),
+                    heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=idx[0]),
+                )
+            dev = (w.double().sum(-1) - 1).abs()
+            if float(dev.max()) > tol:
+                b, i = (int(v) for v in (dev == dev.max()).nonzero()[0])
+                return failed(
+                    f"Row {i} of batch element {b} sums to {float(w[b, i].double().sum()):.10g}, not 1 "
+                    f"(up to {tol:g} allowed{_at(working, dtype)}); every attention row is a probability "
+                    "vector (Proposition 3.1).",
+                    counterexample=case.counterexample(ctx.base_seed, causal=causal),
+                    heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=b),
+                )
+    return None
 
 
 def _at(working: torch.dtype, dtype: torch.dtype) -> str:
@@ -61,26 +71,46 @@ def _at(working: torch.dtype, dtype: torch.dtype) -> str:
 )
 def causal_mask(ctx: Ctx) -> Verdict:
     """Definition 4.1: with causal=True, weights[b, i, j] == 0 exactly for j > i (NaN is not 0), on simple
-    inputs (zero, repeated and one-hot tokens, d_k = 1) and on random ones, float64 and float32."""
-    for dtype in (torch.float64, torch.float32):
-        for case in [*simple_cases(seed=ctx.seed(50), dtype=dtype), *ctx.cases(FAMILIES[1:], dtype=dtype)]:
-            w = ctx.head.attention(case).weights
-            T = case.shape.T
-            upper = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-            leak = w[:, upper]
-            if bool((leak != 0).any()) or not bool(torch.isfinite(leak).all()):
-                b, i, j = _first_nonzero_above(w, upper)
-                return failed(
-                    f"weights[{b}, {i}, {j}] = {float(w[b, i, j]):.4g}, but query {i} may only attend to keys "
-                    f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1).{_simple_hint(case)} "
-                    "Mask the scores where j > i (by position, never by value) with -inf before the softmax.",
-                    counterexample=case.counterexample(ctx.base_seed),
-                    heatmaps=heatmaps_for(w, ctx.ref.attention(case)[1], batch=b),
-                )
-    return passed("The strict upper triangle is exactly zero on simple and random inputs (float64 and float32).")
+    inputs (zero, repeated and one-hot tokens, d_k = 1) and on random ones, float64 and float32 (each judged)."""
+    groups = [(f"{dtype_name(dtype)} inputs", partial(_causal_mask, ctx, dtype)) for dtype in DTYPES]
+    verdict = every_group(groups)
+    return verdict or passed(
+        "The strict upper triangle is exactly zero on simple and random inputs (float64 and float32)."
+    )
 
 
-def _simple_hint(case: Case) -> str:
+def _causal_mask(ctx: Ctx, dtype: torch.dtype) -> Verdict | None:
+    for case in [*simple_cases(seed=ctx.seed(50), dtype=dtype), *ctx.cases(FAMILIES[1:], dtype=dtype)]:
+        w = ctx.head.attention(case).weights
+        T = case.shape.T
+        upper = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        leak = w[:, upper]
+        if bool((leak != 0).any()) or not bool(torch.isfinite(leak).all()):
+            b, i, j = _first_nonzero_above(w, upper)
+            by_value = _masks_random_inputs(ctx, case)
+            how = " (by position, never by value)" if by_value else ""
+            return failed(
+                f"weights[{b}, {i}, {j}] = {float(w[b, i, j]):.4g}, but query {i} may only attend to keys "
+                f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1)."
+                f"{_simple_hint(case, by_value)} Mask the scores where j > i{how} with -inf before the softmax.",
+                counterexample=case.counterexample(ctx.base_seed),
+                heatmaps=heatmaps_for(w, ctx.ref.attention(case)[1], batch=b),
+            )
+    return None
+
+
+def _masks_random_inputs(ctx: Ctx, case: Case) -> bool:
+    """Whether the head masks exactly on random inputs of a simple case's shape and dtype: only then does its
+    leak on the simple case show a mask that depends on the score values (issue 30: a clamp after the
+    softmax or a NaN fill leaks by position, on every input)."""
+    if "simple" not in dict(case.params):
+        return False
+    w = ctx.head.attention(make_case(case.shape, seed=ctx.seed(51), dtype=case.X.dtype)).weights
+    upper = torch.triu(torch.ones(case.shape.T, case.shape.T, dtype=torch.bool), diagonal=1)
+    return bool((w[:, upper] == 0).all())
+
+
+def _simple_hint(case: Case, by_value: bool) -> str:
     kind = dict(case.params).get("simple")
     if kind is None:
         return ""
@@ -91,7 +121,9 @@ def _simple_hint(case: Case) -> str:
         "one_hot_tokens": "the tokens are one-hot vectors",
         "d_k_one": "d_k = 1",
     }[str(kind)]
-    return f" Here {what}: a mask must not depend on the score values."
+    if not by_value:
+        return f" Here {what}."
+    return f" Here {what}, and on random inputs of this shape your head masks exactly: a mask must not depend on the score values."
 
 
 def _first_nonzero_above(w: torch.Tensor, upper: torch.Tensor) -> tuple[int, int, int]:
@@ -143,6 +175,6 @@ def convex_hull(ctx: Ctx) -> Verdict:
                     f"[{float(lo[b, k]):.6g}, {float(hi[b, k]):.6g}]. Attention averages the permitted values "
                     "with weights that are >= 0 and sum to 1 (Corollary of Proposition 3.1).",
                     counterexample=case.counterexample(ctx.base_seed),
-                    heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1], batch=b),
+                    heatmaps=heatmaps_for(weights_of(call), ctx.ref.attention(case)[1], batch=b),
                 )
     return passed("Every output row lies in the convex hull of its permitted values.")

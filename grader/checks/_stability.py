@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
+from grader.checks._base import Ctx, Group, Verdict, check, every_group, failed, heatmaps_for, passed
 from grader.checks._scaling import fitted_scale
 from grader.compare import ROW_SUM_TOLERANCE, Tolerance, dtype_name, mismatch
 from grader.inputs import Case, Shape, make_case
@@ -62,25 +64,36 @@ def numerical_stability(ctx: Ctx) -> Verdict:
     as masked and as normalised as the head's results at ordinary scores, and as accurate as the head's
     own float64 result on the same inputs allows. The head is compared with itself, never the reference."""
     habits = _habits(ctx)
+    # Every group runs (issue 30): a head that fails in float64 may also raise in float16, a mistake of its own.
+    groups: list[Group] = []
     for dtype in (torch.float64, torch.float32):
         large = (
             (make_case(Shape(2, 12, 16, 6, 5), seed=ctx.seed(0), dtype=dtype, x_scale=100.0), "scaled scores ~1e4"),
             (kernel_case(8, 1e4, dtype), "positional-kernel inputs with raw scores up to ~3e5"),
             (mask_constant_case(6, dtype, ctx.seed(3)), "every score negative, about -1e6"),
         )
-        for case, what in large:
-            verdict = _large(ctx, case, dtype, what, habits)
-            if verdict:
-                return verdict
+        judged = [partial(_large, ctx, case, dtype, what, habits) for case, what in large]
+        groups.append((f"huge scores in {dtype_name(dtype)}", partial(_first, judged)))
     for k, dtype in enumerate((torch.float16, torch.bfloat16)):
         case64 = make_case(Shape(2, 64, 48, 24, 16), seed=ctx.seed(10 + k), x_scale=2.0)
-        verdict = _low_precision(ctx, case64, dtype, habits)
-        if verdict:
-            return verdict
+        groups.append((f"{dtype_name(dtype)} inputs", partial(_low_precision, ctx, case64, dtype, habits)))
+    verdict = every_group(groups)
+    if verdict is not None:
+        return verdict
     return passed(
         "Finite, as masked and normalised as at ordinary scores, and accurate, at score magnitudes 1e4 to 1e6 "
         "(float64, float32) and in float16/bfloat16."
     )
+
+
+def _first(judged: list[Callable[[], Verdict | None]]) -> Verdict | None:
+    """The first failing verdict of one group's cases (they probe the same behaviour at rising scores)."""
+    for judge in judged:
+        if (verdict := judge()) is not None:
+            return verdict
+    return None
+
+
 
 
 def _habits(ctx: Ctx) -> Habits:

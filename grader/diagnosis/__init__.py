@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from grader.checks._base import BREACH, NOT_DEFINED, STOPPED
+from grader.checks._base import ALSO_FAILING, BREACH, CASE_STOPPED, NON_FINITE_NOTE, NOT_DEFINED, STOPPED, UNOBSERVED
 from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
 from grader.diagnosis._bugs import snapshot as stored_bugs
@@ -66,6 +66,7 @@ from grader.diagnosis._where import (
     by_dtype,
     by_flag,
     by_size,
+    by_width,
     dtype_name,
     exception,
     first_line,
@@ -133,6 +134,8 @@ def examine(
     causes = absorbed(causes, size) if size else causes
     flag, where = by_flag(head, [c for c in failing if not size or c.id not in size.explains], where)
     causes = absorbed(causes, flag) if flag else causes
+    width, where = by_width(head, _left(failing, [c for c in (size, flag) if c]), where)  # issue 30
+    causes = absorbed(causes, width) if width else causes
     # the head's other mistakes, sought where it runs (at the length it takes, in the branch that works)
     probes = attention_probes(where.length, where.flags) if where.moved else PROBES[ATTENTION]()
     runs = student_side(head, ATTENTION, probes) if where.moved else seen[ATTENTION]
@@ -153,12 +156,13 @@ def examine(
         if fn == ATTENTION and found is not None and found[0]:
             continue
         causes += [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
-    dtype, bad = by_dtype(head, _left(failing, causes), where)
+    dtype, bad = by_dtype(head, _left(failing, causes) + _crashed_too(failing, causes), where)
     causes += [dtype] if dtype else []
     causes += _missing(failing) + _uninstalled(failing)
-    causes += _breaches(_left(failing, causes))
+    causes += _breaches(_left(failing, causes), passed)
+    causes += _non_finite(_left(failing, causes))
     causes += _own(_left(failing, causes))
-    stopped = tuple(size.explains) if size else ()
+    stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
     return Examination(_explained(_one_choice(causes, slips, bad), failing), where, stopped)
 
 
@@ -166,6 +170,25 @@ def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResu
     """The failing checks no cause explains yet (the direct causes below are sought only for those)."""
     explained = {cid for c in causes for cid in c.explains}
     return [c for c in failing if c.id not in explained]
+
+
+def _crashed_too(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
+    """Explained checks that also crashed in a later group of their cases (numerical_stability runs every group,
+    issue 30): that crash is a failure of its own, which its own cause may explain, unless a finite mask
+    constant explains the check and the crash is an overflow (the constant's words name the dtypes it does not
+    fit in: that crash is the constant's)."""
+    explained = {cid for c in causes for cid in c.explains}
+    constants = set(LEAKY) | set(LEAKY.values())
+    by_constant = {cid for c in causes if c.id in constants for cid in c.explains}
+    return [
+        c
+        for c in failing
+        if c.id in explained
+        and any(
+            ln.startswith(ALSO_FAILING) and CASE_STOPPED in ln and not (c.id in by_constant and "overflow" in ln)
+            for ln in c.message.splitlines()
+        )
+    ]
 
 
 def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> None:
@@ -186,7 +209,7 @@ def _changes(
     if runs is None:
         return None
     pairs = [(p, s) for p, s in zip(probes, runs, strict=True) if "grad" not in p.options]
-    probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs])
+    probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs], [p for p, _ in pairs])
     if theirs is None:
         return None
     found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
@@ -208,7 +231,7 @@ def _ordinary(probes: list[Probe], theirs: list[Seen], passed: set[str]) -> tupl
 
 def _ask(head: Head, probe: Probe) -> Seen | None:
     """The head on one extra probe of the diagnosis, in float64; None when it did not answer."""
-    runs = comparable(student_side(head, ATTENTION, [probe]))
+    runs = comparable(student_side(head, ATTENTION, [probe]), [probe])
     return runs[0] if runs else None
 
 
@@ -428,14 +451,37 @@ def _uninstalled(failing: list[CheckResult]) -> list[Diagnosis]:
     return causes
 
 
-def _breaches(failing: list[CheckResult]) -> list[Diagnosis]:
+# Checks that judge the sound value alone when the other breaks the contract (grader.head.HeadCall.sound): one
+# of them passing shows that one returned value was sound and judged (issue 30).
+ONE_VALUE = ("convex_hull", "future_perturbation", "batch_independence", "determinism", "permutation_equivariance")
+
+
+def _breaches(failing: list[CheckResult], passed: set[str]) -> list[Diagnosis]:
     """One cause for the checks that stopped on what the head returns (a single tensor instead of (out,
-    weights), a wrong shape or type), named by the most common of their messages."""
+    weights), a wrong shape or type), named by the most common of their messages; ``one_value_breach`` when
+    the other value was judged and passed (``passed``: the passing checks)."""
     lines = {c.id: first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
     if not lines:
         return []
     line = Counter(lines.values()).most_common(1)[0][0]
-    return [contract_cause("breach:causal_self_attention", line.rstrip("."), list(lines))]
+    cid = "one_value_breach" if passed & set(ONE_VALUE) else "breach:causal_self_attention"
+    return [contract_cause(cid, line.rstrip("."), list(lines))]
+
+
+def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause for the checks during which the head answered finite inputs with no finite number (issue 30):
+    those it left unobserved, and those that failed on such values, named by the smallest input seen."""
+
+    def seen(c: CheckResult) -> str | None:
+        if c.message.startswith(UNOBSERVED):
+            return c.message.removeprefix(UNOBSERVED)
+        return next((n.removeprefix(NON_FINITE_NOTE) for n in c.notes if n.startswith(NON_FINITE_NOTE)), None)
+
+    found = {c.id: said for c in failing if (said := seen(c)) is not None}
+    if not found:
+        return []
+    detail = Counter(first_line(s).split(" (causal=")[0] for s in found.values()).most_common(1)[0][0]
+    return [contract_cause("non_finite_outputs", detail, list(found))]
 
 
 def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:

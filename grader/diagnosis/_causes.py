@@ -41,6 +41,7 @@ class Cause(_Strict):
     breaks: tuple[str, ...] | None = None  # None: the cause explains the checks it stopped
     ruled_out_by: tuple[str, ...] = ()
     price: float | None = Field(default=None, ge=0)
+    cap: float | None = Field(default=None, ge=0)  # unpriced: the most it costs, whatever it stopped (issue 30)
     phrases: dict[str, str] = Field(default_factory=dict)
     variants: dict[str, Variant] = Field(default_factory=dict)
 
@@ -78,6 +79,12 @@ def cause(cid: str) -> Cause:
 def model_cause_ids() -> frozenset[str]:
     """The ids the table names one by one (the families' ids are made per function or check)."""
     return frozenset(cid for cid in table() if not cid.endswith(PATTERN))
+
+
+def caps() -> dict[str, float]:
+    """The causes that cost the checks they stopped, but never more than this (a crash where the head runs
+    elsewhere hides at most one mistake: it never costs more than the dearest one would)."""
+    return {cid: c.cap for cid, c in table().items() if c.cap is not None}
 
 
 def default_prices() -> dict[str, float]:

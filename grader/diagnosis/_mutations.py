@@ -207,11 +207,13 @@ def forward(
 def _float32_scaled(raw: torch.Tensor, scale: float, fit: Fit) -> torch.Tensor | None:
     """``raw`` scaled by ``scale`` rounded to float32 (``torch.sqrt(torch.tensor(d_k))`` is a float32 number):
     divided by the rounded 1/scale, or multiplied by the rounded scale, as ``fit`` says (the search tries
-    both); None where rounding changes nothing (the plain model describes it)."""
+    both). Where rounding changes nothing (sqrt(T) at T = 4) it is the plain scale: the other probes tell (issue
+    30: a float32 sqrt(T) divisor was otherwise named a float32 softmax); where it changes nothing on any probe,
+    the plain model, one change smaller, is found first."""
     divisor = float(torch.tensor(1 / scale, dtype=torch.float32))
     factor = float(torch.tensor(scale, dtype=torch.float32))
     if divisor == 1 / scale and factor == scale:
-        return None
+        return raw * scale
     return raw / divisor if fit.values.get("divides", 1.0) else raw * factor
 
 

@@ -67,17 +67,29 @@ def matches(
     return fit
 
 
-def comparable(theirs: Sequence[Seen] | None) -> list[Seen] | None:
-    """The head's (out, weights) per probe in float64, or None when some probe gave no such pair."""
+def comparable(theirs: Sequence[Seen] | None, probes: Sequence[Probe] | None = None) -> list[Seen] | None:
+    """The head's (out, weights) per probe in float64, or None when some probe gave no such pair (or, given the
+    ``probes``, weights of another shape than (B, T, T) or an out not (B, T, width): issue 30, nothing of ours
+    raises on it)."""
     if theirs is None:
         return None
     out = []
-    for seen in theirs:
+    for k, seen in enumerate(theirs):
         values = {k: seen.values.get(k) for k in ("r0", "r1")}
         if seen.error or any(v is None or not v.dtype.is_floating_point for v in values.values()):
             return None
+        if probes is not None and not _shaped(probes[k], values["r0"], values["r1"]):  # type: ignore[arg-type]
+            return None
         out.append(Seen(values={k: v.double() for k, v in values.items() if v is not None}))
     return out
+
+
+def _shaped(probe: Probe, out: torch.Tensor, weights: torch.Tensor) -> bool:
+    X, W_V = probe.tensors.get("X"), probe.tensors.get("W_V")
+    if X is None or W_V is None or X.dim() != 3:
+        return True  # not a head probe of the usual inputs: nothing to hold it to
+    B, T = X.shape[:2]  # out may be of another width (no_value_projection averages X itself)
+    return out.dim() == 3 and tuple(out.shape[:2]) == (B, T) and tuple(weights.shape) == (B, T, T)
 
 
 def search(probes: Sequence[Probe], theirs: Sequence[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:

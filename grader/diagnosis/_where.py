@@ -33,6 +33,20 @@ ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
 SIZE_CRASH = "fixed_size_buffer"  # a crash at some sequence lengths only: a buffer of fixed length
 FLAG_CRASH = "branch_crash"  # a crash for one value of the causal flag only: one branch raises
 DTYPE_CRASH = "unsupported_dtype"  # a crash for some input dtypes only (NumPy has no bfloat16)
+WIDTH_CRASH = "width_crash"  # a crash for some widths or batch sizes only (issue 30)
+# (B, d, d_k, d_v) of the width probes: the usual probe, then each size made equal to another or changed alone
+WIDTHS = ((2, 4, 3, 2), (2, 4, 4, 4), (2, 4, 4, 2), (2, 4, 3, 4), (2, 4, 3, 3), (1, 4, 3, 2), (3, 4, 3, 2))
+# The conditions a width crash is named by, in order: the first true of every probe it raises at and of none
+# it runs at names it.
+WIDTH_RULES = (
+    ("whenever d_k ≠ d or d_v ≠ d", lambda B, d, d_k, d_v: d_k != d or d_v != d),
+    ("whenever d_k ≠ d", lambda B, d, d_k, d_v: d_k != d),
+    ("whenever d_v ≠ d", lambda B, d, d_k, d_v: d_v != d),
+    ("whenever d_k ≠ d_v", lambda B, d, d_k, d_v: d_k != d_v),
+    ("whenever d_k = d_v", lambda B, d, d_k, d_v: d_k == d_v),
+    ("whenever B = 1", lambda B, d, d_k, d_v: B == 1),
+    ("whenever B ≠ 1", lambda B, d, d_k, d_v: B != 1),
+)
 SIZES = (1, 2, 3, 4, 5, 8, 16, 32, 64, 127, 128, 129, 255, 256, 257, 512)
 LONG = 1024  # the performance check's length: probed only when that check crashed
 PROBE_LENGTHS = (4, 5)  # the lengths of the diagnosis's own probes (_known.attention_probes)
@@ -45,6 +59,10 @@ class Where:
 
     length: int | None = None
     flags: tuple[bool, ...] = (True, False)
+    square: bool = False  # the head runs with d_k = d_v = d only: its stopped checks run again there
+    # a length the head takes, where the checks a length-dependent crash stopped are run again (issue 30: set
+    # also when the probes' own lengths run, as for a buffer of 8 positions sliced to T)
+    runs_at: int | None = None
 
     @property
     def moved(self) -> bool:
@@ -119,7 +137,10 @@ def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, W
         id=SIZE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
     )
     runs_there = set(PROBE_LENGTHS) <= set(worked)
-    return found, Where() if runs_there else Where(length=min(worked, key=lambda T: (abs(T - 5), T)))
+    if runs_there:  # probed at their own lengths; the stopped checks run again at the longest short length
+        return found, Where(runs_at=max(T for T in worked if T <= max(16, min(worked))))
+    length = min(worked, key=lambda T: (abs(T - 5), T))
+    return found, Where(length=length, runs_at=length)
 
 
 def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, Where]:
@@ -146,7 +167,46 @@ def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[D
     found = Diagnosis(
         id=FLAG_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[flag]
     )
-    return found, Where(where.length, tuple(worked))
+    return found, Where(where.length, tuple(worked), where.square, where.runs_at)
+
+
+def by_width(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, Where]:
+    """The crash that depends on the widths d, d_k, d_v or the batch size: the head probed with each of
+    :data:`WIDTHS` (where it runs otherwise) raises for some and not others; named by the first of
+    :data:`WIDTH_RULES` that tells them apart, else by the sizes it raises at."""
+    crashed = _crashed(unexplained)
+    if not crashed:
+        return None, where
+    T, flag = where.length or 5, where.flags[0]
+    calls = {}
+    for B, d, d_k, d_v in WIDTHS:
+        g = torch.Generator().manual_seed(PROBE_SEED)
+        shapes = {"X": (B, T, d), "W_Q": (d, d_k), "W_K": (d, d_k), "W_V": (d, d_v)}
+        calls[(B, d, d_k, d_v)] = ({n: torch.randn(*s, generator=g, dtype=torch.float64) for n, s in shapes.items()}, flag)
+    split = _split(head, calls, crashed)
+    if split is None:
+        return None, where
+    raised, worked, name, explains = split
+    said = next(
+        (text for text, rule in WIDTH_RULES if all(rule(*k) for k in raised) and not any(rule(*k) for k in worked)),
+        None,
+    )
+    sizes = lambda keys: "; ".join(f"B = {B}, d = {d}, d_k = {d_k}, d_v = {d_v}" for B, d, d_k, d_v in keys)  # noqa: E731
+    first = next(iter(raised))
+    title, hint, cites = cause(WIDTH_CRASH).words(
+        function=ATTENTION,
+        exception=name,
+        where=said or f"with {sizes(raised)}",
+        good=sizes(worked),
+        bad=sizes(raised),
+        checks=n_checks(len(explains)),
+        error=first_line(raised[first]),
+    )
+    found = Diagnosis(
+        id=WIDTH_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
+    )
+    square = (2, 4, 4, 4) in worked and all(d_k != d or d_v != d for _, d, d_k, d_v in raised)
+    return found, Where(where.length, where.flags, square or where.square, where.runs_at)
 
 
 def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, str]:
@@ -163,7 +223,9 @@ def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     raised, worked, name, explains = split
     bad, good = " and ".join(dtype_name(d) for d in raised), ", ".join(dtype_name(d) for d in worked)
     first = next(iter(raised))
+    overflow = "without overflow" in raised[first] or "overflow" in first_line(raised[first]).lower()
     title, hint, cites = cause(DTYPE_CRASH).words(
+        "overflow" if overflow else None,
         function=ATTENTION,
         exception=name,
         bad=bad,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+import _wire  # type: ignore[import-not-found]  # served by the worker's bootstrap finder (never import grader here)
 import torch
 
 MAX_RETURN_ELEMENTS = 1 << 24  # 16M elements: far above any shape the grader asks for
@@ -41,6 +42,8 @@ def _describe(value: Any, name: str, out: Tensors) -> Header:
     if type(value) is torch.Tensor:
         if value.layout != torch.strided:
             return {"type": "tensor", "problem": f"{value.layout} layout"}
+        if value.dtype not in _wire.ALLOWED_DTYPES:  # not sent (complex, int8, ...): the caller judges it (issue 30)
+            return {"type": "tensor", "problem": f"dtype {str(value.dtype).removeprefix('torch.')}"}
         if value.numel() > MAX_RETURN_ELEMENTS:
             return {
                 "type": "tensor",
@@ -201,7 +204,7 @@ def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> H
         if int(idx) >= len(outputs):  # what the head returned is judged by the caller; no IndexError of ours
             return {"problem": f"it returned {len(outputs)} value{'s' if len(outputs) != 1 else ''}, not {idx} + 1"}
         y, up = outputs[int(idx)], inputs[up_name]
-        if not isinstance(y, torch.Tensor) or not y.requires_grad:
+        if not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point or not y.requires_grad:
             return {"problem": f"output {idx} is not differentiable (no autograd graph)"}
         if y.shape != up.shape:
             return {"problem": f"output {idx} has shape {tuple(y.shape)}, expected {tuple(up.shape)}"}
@@ -220,11 +223,15 @@ def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> H
 
 
 def _jacobian_rows(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> Header:
-    y = outputs[int(spec.get("output", 0))]
+    k = int(spec.get("output", 0))
+    y = outputs[k] if k < len(outputs) else None
     x = inputs[spec["wrt"]]
-    if not isinstance(y, torch.Tensor) or not y.requires_grad or y.dim() != 3:
+    u = inputs[spec["upstream"]]
+    if not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point or not y.requires_grad or y.dim() != 3:
         return {"problem": "output is not a differentiable (B, T, d_v) tensor"}
-    u = inputs[spec["upstream"]].to(y.dtype)
+    if y.shape != u.shape:  # what the head returned is judged by the caller; no error of ours (issue 30)
+        return {"problem": f"output {k} has shape {tuple(y.shape)}, expected {tuple(u.shape)}"}
+    u = u.to(y.dtype)
     rows = []
     B, T = y.shape[0], y.shape[1]
     for b in range(B):
