@@ -55,6 +55,7 @@ from grader.diagnosis._naming import (
     prices,
     violates,
 )
+from grader.diagnosis._pointing import point
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
 from grader.diagnosis._where import (
@@ -159,7 +160,9 @@ def examine(
     causes += _breaches(_left(failing, causes))
     causes += _own(_left(failing, causes))
     stopped = tuple(size.explains) if size else ()
-    return Examination(_explained(_one_choice(causes, slips, bad), failing), where, stopped)
+    combo, fitted = found if found is not None else ((), {})
+    causes = point(head, _one_choice(causes, slips, bad), failing, combo, fitted, where.flags)  # issue 28
+    return Examination(_explained(causes, failing), where, stopped)
 
 
 def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:

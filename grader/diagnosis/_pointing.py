@@ -1,0 +1,112 @@
+"""Every cause says where (issue 28): the departures of the head's traced computation, attached to the causes
+the diagnosis named, and those no named cause describes made causes of their own.
+
+A mutation found by the search carries the line of the departure its model explains; a known bug or a
+mutation without one carries the first departure left; a crash carries the student's last frame of its
+traceback. When failing checks stay unexplained and a departure is left, the departure itself is the cause
+("departure:<stage>"): its description, its line, the checks it explains, priced by what it breaks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from grader.diagnosis._causes import cause
+from grader.diagnosis._departure import NAMES, Departure, follow
+from grader.diagnosis._mutations import Combo
+from grader.head import Head
+from grader.models import CheckResult, Diagnosis, SourceLine
+from grader.models import Departure as Shown
+
+# checks whose property is another function's, the APIs used, the speed or the student's tests: a departure
+# of the head's values does not explain them
+NOT_VALUES = (
+    "interface",
+    "gaussian_kernel",
+    "gaussian_qk",
+    "score_scale_experiment",
+    "forbidden_api",
+    "performance",
+    "student_tests",
+    "streaming_softmax",
+    "kv_cache",
+    "gradient_blocks",
+    "input_mutation",
+)
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in [^\n]*)?\n(?P<code>[^\n]*)')
+
+
+def point(
+    head: Head,
+    causes: list[Diagnosis],
+    failing: list[CheckResult],
+    combo: Combo,
+    fitted: dict[str, float],
+    flags: tuple[bool, ...] = (True, False),
+) -> list[Diagnosis]:
+    """``causes`` each with its line, and a cause for a departure no named cause describes."""
+    out = [_crash_line(c) if c.kind == "crash" else c for c in causes]
+    valued = [c for c in failing if c.id not in NOT_VALUES]
+    if not valued and not any(c.kind in ("mutation", "known") for c in out):
+        return out
+    found = follow(head, combo, fitted, flags)
+    left = list(found)
+    for k, c in enumerate(out):
+        if c.kind != "mutation":
+            continue
+        mine = next((d for d in left if c.id in d.explained_by or _leaky(c.id) in d.explained_by), None)
+        if mine is not None:
+            left.remove(mine)
+            out[k] = _with(c, mine)
+    for k, c in enumerate(out):
+        if c.kind in ("mutation", "known") and c.where is None and left:
+            out[k] = _with(c, left.pop(0))
+    explained = {x for c in out for x in c.explains}
+    unexplained = [c.id for c in valued if c.id not in explained]
+    if unexplained and left:
+        dep = left[0]
+        stage = dep.stage
+        title, hint, cites = cause(f"departure:{stage}").words(
+            stage_name=NAMES.get(stage, stage), description=dep.description, line=dep.record.line, file=dep.record.file
+        )
+        made = Diagnosis(
+            id=f"departure:{stage}", title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained
+        )
+        out.append(_with(made, dep))
+    return out
+
+
+def _leaky(cid: str) -> str:
+    return {"leaky_mask_fill": "weak_mask_fill", "leaky_mask_constant": "weak_mask_constant"}.get(cid, cid)
+
+
+def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
+    r = dep.record
+    where = SourceLine(file=r.file, line=r.line, code=r.code)
+    shown = Shown(
+        stage=dep.stage,
+        description=dep.description,
+        expected=_matrix(dep.expected),
+        produced=_matrix(r.value),
+        causal=dep.causal,
+    )
+    return c.model_copy(update={"where": where, "departure": shown})
+
+
+def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
+    """Batch 0 of a (B, T, *) value as rows; None for non-finite entries."""
+    if t is None or t.dim() != 3 or not t.dtype.is_floating_point:
+        return None
+    m = t[0].double()
+    return [[float(x) if torch.isfinite(x) else None for x in row] for row in m]
+
+
+def _crash_line(c: Diagnosis) -> Diagnosis:
+    """A crash at the student's last frame of its traceback, when the traceback shows one."""
+    frames = list(_FRAME.finditer(c.detail or ""))
+    if not frames or c.where is not None:
+        return c
+    f = frames[-1]
+    return c.model_copy(update={"where": SourceLine(file=f["file"], line=int(f["line"]), code=f["code"].strip())})
