@@ -55,6 +55,9 @@ class SourceLine(_Strict):
     cell: int | None = Field(
         default=None, description="For a notebook, the cell as the notebook numbers it (In [n] of a kernel's run)."
     )
+    context: dict[int, str] = Field(
+        default_factory=dict, description="The lines around it (number -> text), for showing it in place."
+    )
 
 
 class Departure(_Strict):

@@ -79,12 +79,14 @@ class Departure:
     expected: torch.Tensor | None
     explained_by: tuple[str, ...] = ()
     causal: bool = True
+    context: dict[int, str] = field(default_factory=dict)  # the lines around it, by number
 
 
 @dataclass
 class Trace:
     records: list[Record]
     returned: set[str] = field(default_factory=set)
+    context: dict[str, dict[int, str]] = field(default_factory=dict)  # file -> line -> text, near the records
 
 
 def probe(causal: bool) -> dict[str, torch.Tensor]:
@@ -117,7 +119,13 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
             )
         )
     returned = {f"v:{k}" for k, r in enumerate(header.get("records", [])) if _is_returned(r, values, header)}
-    return Trace(records, returned)
+    context: dict[str, dict[int, str]] = {}
+    raw = header.get("context")
+    if isinstance(raw, dict):
+        for name, lines in raw.items():
+            if isinstance(lines, dict):
+                context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
+    return Trace(records, returned, context)
 
 
 def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]) -> bool:
@@ -534,7 +542,7 @@ def describe(
             )
         return f"{name} times {_quantity(c, d, d_k, T)}"
     if said is not None:
-        return f"{said}, compared with {name}"
+        return f"where {name} is due: {said}"
     if due in ("masked", "weights") and causal and not _has_future_mask(v):
         return f"where {name} is due, the future keys (j > i) are not masked: the scores enter the softmax unmasked"
     diff = (v.double() - expected.double()).abs() if v.shape == expected.shape else None
@@ -642,6 +650,7 @@ def follow(head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[b
         if not chain:
             continue
         for dep in departures(trace, chain, tensors, causal):
+            dep.context = trace.context.get(dep.record.file, {})
             if not any(f.record.line == dep.record.line and f.record.file == dep.record.file for f in found):
                 found.append(dep)
     return found

@@ -84,7 +84,7 @@ def _leaky(cid: str) -> str:
 
 def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
     r = dep.record
-    where = SourceLine(file=r.file, line=r.line, code=r.code)
+    where = SourceLine(file=r.file, line=r.line, code=r.code, context=dict(dep.context))
     shown = Shown(
         stage=dep.stage,
         description=dep.description,

@@ -750,7 +750,23 @@ def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
                 sys.settrace(previous)
     out: Tensors = dict(trace.values)
     header: Header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
+    header["context"] = _context(trace)
     return header, out
+
+
+def _context(trace: _Trace, around: int = 3) -> dict[str, dict[str, str]]:
+    """The source lines within ``around`` of every recorded line, per file (for showing a line in place)."""
+    import linecache
+
+    wanted: dict[str, set[int]] = {}
+    for r in trace.records:
+        wanted.setdefault(r["file"], set()).update(range(max(1, r["line"] - around), r["line"] + around + 1))
+    out: dict[str, dict[str, str]] = {}
+    for name, lines in wanted.items():
+        path = trace.prefix + name
+        text = {str(n): linecache.getline(path, n).rstrip()[:300] for n in sorted(lines)[:2000]}
+        out[name] = {n: t for n, t in text.items() if t or linecache.getline(path, int(n))}
+    return out
 
 
 _OPS["trace"] = op_trace
