@@ -161,7 +161,7 @@ def examine(
     causes += _own(_left(failing, causes))
     stopped = tuple(size.explains) if size else ()
     combo, fitted = found if found is not None else ((), {})
-    causes = point(head, _one_choice(causes, slips, bad), failing, combo, fitted, where.flags)  # issue 28
+    causes = point(head, _one_choice(causes, slips, bad), failing, combo, fitted, where.flags, where.length)
     return Examination(_explained(causes, failing), where, stopped)
 
 

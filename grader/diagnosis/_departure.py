@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from grader.diagnosis._known import PROBE_SEED
 from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward, named_scales
-from grader.diagnosis._where import ARGS, ATTENTION, inputs
+from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head, StudentFailure
 
-PROBE_T, PROBE_B = 5, 2
+# the probe: X (B, T, d) = (2, 6, 5), W_Q and W_K (5, 2), W_V (5, 3). Its sizes keep the quantities a head may
+# scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3), so a wrong one shows.
+PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 6, 2, 5, 2, 3
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)  # the probe: X (2, 5, 4), W_Q and W_K (4, 3), W_V (4, 2)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
 NAMES = {
@@ -87,10 +89,14 @@ class Trace:
     records: list[Record]
     returned: set[str] = field(default_factory=set)
     context: dict[str, dict[int, str]] = field(default_factory=dict)  # file -> line -> text, near the records
+    raised: dict[str, Any] | None = None  # the exception the call raised: its type, file, line and code
 
 
-def probe(causal: bool) -> dict[str, torch.Tensor]:
-    return inputs(PROBE_T, torch.float64, torch.Generator().manual_seed(PROBE_SEED), B=PROBE_B)
+def probe(T: int | None = None) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    shapes = {"X": (PROBE_B, T or PROBE_T, PROBE_D), "W_Q": (PROBE_D, PROBE_DK), "W_K": (PROBE_D, PROBE_DK)}
+    shapes["W_V"] = (PROBE_D, PROBE_DV)
+    return {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in shapes.items()}
 
 
 def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace | None:
@@ -100,6 +106,8 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
             ATTENTION, ARGS, tensors, seed=PROBE_SEED, op="trace", kwargs={"causal": {"v": causal}}
         )
     except StudentFailure:
+        return None
+    if header.get("status") not in (None, "ok"):
         return None
     records = []
     for k, r in enumerate(header.get("records", [])):
@@ -125,7 +133,8 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
         for name, lines in raw.items():
             if isinstance(lines, dict):
                 context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
-    return Trace(records, returned, context)
+    raised = header.get("raised") if isinstance(header.get("raised"), dict) else None
+    return Trace(records, returned, context, raised)
 
 
 def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]) -> bool:
@@ -204,13 +213,16 @@ def matched(r: Record, stages: dict[str, torch.Tensor]) -> str | None:
     return max(hits, key=lambda s: RANK[s]) if hits else None
 
 
+_T = [PROBE_T]  # the sequence length of the probe being followed (a head that runs at one length only: that)
+
+
 def _stage_shaped(r: Record) -> bool:
     """A value of a stage's shape: (B, T, *) or K^T's (B, *, T); a (T, T) mask or a row is not one."""
     if not _floating(r):
         return False
     assert r.value is not None
     shape = tuple(r.value.shape)
-    return len(shape) == 3 and shape[0] == PROBE_B and PROBE_T in (shape[1], shape[2])
+    return len(shape) == 3 and shape[0] == PROBE_B and _T[0] in (shape[1], shape[2])
 
 
 def _neutral(r: Record, tensors: dict[str, torch.Tensor]) -> bool:
@@ -290,18 +302,53 @@ def departures(
             explained = tuple(m for step in chain[level + 1 : nxt[0] + 1] for m in step[0])
         due = nxt[1] if nxt and nxt[1] in stages and matched(r, chain[nxt[0]][1]) else _due(r, stages, reached)
         site = _dropped(trace, r, good, reached) or r
-        if site is not r:
+        viewed = _viewed(trace, r)
+        nan = _nan_source(trace, r, derived)
+        if nan is not None:
+            words = (
+                f"{describe(r, due, stages, tensors, causal)}; the NaN comes from this constant, which holds NaN "
+                "before it meets the scores (0 * -inf is NaN: build the mask with masked_fill or torch.where)"
+            )
+            found.append(Departure(nan, due, words, stages.get(due), explained, causal))
+        elif site is not r:
             words = f"{NAMES[good[site.index]]} computed here is never used: nothing after it reads the result"
             if site.op.endswith("masked_fill") or site.op == "masked_fill":
                 words += " (masked_fill returns a new tensor: assign it, or use masked_fill_)"
             found.append(Departure(site, good[site.index], words, stages[good[site.index]], explained, causal))
         else:
-            found.append(Departure(r, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal))
+            at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
+            found.append(Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal))
         if nxt is None:
             break
         level = nxt[0]
         reached = RANK[nxt[1]] if matched(r, chain[level][1]) else reached
     return found
+
+
+VIEWS = ("reshape", "view", "contiguous", "clone", "__getitem__", "to", "type_as", "float", "double", "squeeze")
+
+
+def _viewed(trace: Trace, r: Record) -> Record | None:
+    """For a reshape (a view, a copy) of a value of another shape, the line that computed that value."""
+    if r.op not in VIEWS or len(r.reads) != 1:
+        return None
+    by = {f"v:{x.index}": x for x in trace.records}
+    x = by.get(r.reads[0])
+    if x is None or _stage_shaped(x) or not _floating(x):
+        return None
+    return x
+
+
+def _nan_source(trace: Trace, r: Record, derived: set[str]) -> Record | None:
+    """The constant (computed from no input) that brought NaN into ``r``, when ``r`` holds NaN."""
+    if r.value is None or not r.value.dtype.is_floating_point or not bool(torch.isnan(r.value).any()):
+        return None
+    by = {f"v:{x.index}": x for x in trace.records}
+    for name in r.reads:
+        x = by.get(name)
+        if x is not None and name not in derived and _floating(x) and bool(torch.isnan(x.value).any()):  # type: ignore[arg-type]
+            return x
+    return None
 
 
 def _on_the_way(
@@ -366,11 +413,14 @@ def _quantity(c: float, d: int, d_k: int, T: int) -> str:
     for name, x in names.items():
         if math.isclose(c, x, rel_tol=1e-6):
             return f"{name} = {c:.4g}" if name not in ("1", "-1") else name
+    if c > 0 and math.isclose(c**-2, round(c**-2), rel_tol=1e-6):
+        return f"1/sqrt({round(c**-2)}) = {c:.4g}, a fixed number (d_k = {d_k} here)"
     return f"{c:.6g}"
 
 
 def describe_fit(v: torch.Tensor, e: torch.Tensor) -> str | None:
     """A short comparison of ``v`` with ``e`` when one of the simple relations holds (used to pick the stage)."""
+    v, e = v.double(), e.double()
     for how in _RELATIONS:
         said = how(v, e)
         if said is not None:
@@ -495,9 +545,9 @@ _RELATIONS: tuple[Callable[[torch.Tensor, torch.Tensor], str | None], ...] = (
     _float32,
     _factor,
     _transpose,
+    _clamp,
     _future,
     _dropout,
-    _clamp,
     _rows,
     _nan,
 )
@@ -631,7 +681,9 @@ def where_of(r: Record) -> dict[str, Any]:
     return {"file": r.file, "line": r.line, "code": r.code}
 
 
-def follow(head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[bool] = (True, False)) -> list[Departure]:
+def follow(
+    head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[bool] = (True, False), length: int | None = None
+) -> list[Departure]:
     """The departures of the head's own computation on the probe, at causal=True and, when that shows none
     or the causal flag is in question, at causal=False too (a head that ignores the flag departs only there)."""
     found: list[Departure] = []
@@ -640,8 +692,9 @@ def follow(head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[b
             break  # only when nothing departs at ordinary scores: a finite mask constant shows at huge ones
         if not causal and found and "causal_flag_ignored" not in combo:
             break
-        tensors = probe(causal)
+        tensors = probe(length)
         tensors = {**tensors, "X": tensors["X"] * scale}
+        _T[0] = tensors["X"].shape[1]
         trace = traced(head, tensors, causal)
         if trace is None:
             continue
@@ -651,7 +704,8 @@ def follow(head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[b
             continue
         for dep in departures(trace, chain, tensors, causal):
             dep.context = trace.context.get(dep.record.file, {})
-            if not any(f.record.line == dep.record.line and f.record.file == dep.record.file for f in found):
+            same = (dep.record.file, dep.record.line, dep.explained_by)
+            if not any((f.record.file, f.record.line, f.explained_by) == same for f in found):
                 found.append(dep)
     return found
 

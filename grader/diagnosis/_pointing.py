@@ -9,13 +9,12 @@ traceback. When failing checks stay unexplained and a departure is left, the dep
 
 from __future__ import annotations
 
-import re
-
 import torch
 
 from grader.diagnosis._causes import cause
-from grader.diagnosis._departure import NAMES, Departure, follow
+from grader.diagnosis._departure import NAMES, PROBE_T, Departure, follow, probe, traced
 from grader.diagnosis._mutations import Combo
+from grader.diagnosis._where import SIZE_CRASH
 from grader.head import Head
 from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
@@ -35,7 +34,6 @@ NOT_VALUES = (
     "gradient_blocks",
     "input_mutation",
 )
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in [^\n]*)?\n(?P<code>[^\n]*)')
 
 
 def point(
@@ -45,13 +43,14 @@ def point(
     combo: Combo,
     fitted: dict[str, float],
     flags: tuple[bool, ...] = (True, False),
+    length: int | None = None,
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes."""
-    out = [_crash_line(c) if c.kind == "crash" else c for c in causes]
+    out = _crash_lines(head, causes, length)
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") for c in out):
         return out
-    found = follow(head, combo, fitted, flags)
+    found = follow(head, combo, fitted, flags, length)
     left = list(found)
     for k, c in enumerate(out):
         if c.kind != "mutation":
@@ -103,10 +102,29 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
     return [[float(x) if torch.isfinite(x) else None for x in row] for row in m]
 
 
-def _crash_line(c: Diagnosis) -> Diagnosis:
-    """A crash at the student's last frame of its traceback, when the traceback shows one."""
-    frames = list(_FRAME.finditer(c.detail or ""))
-    if not frames or c.where is not None:
-        return c
-    f = frames[-1]
-    return c.model_copy(update={"where": SourceLine(file=f["file"], line=int(f["line"]), code=f["code"].strip())})
+def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+    """Each crash at the student's line that raised: the innermost frame in the submission of one traced call
+    on the probe (at the length that crashes, for a head that runs at one length only), when it raised the
+    exception the crash names."""
+    crashes = [c for c in causes if c.kind == "crash" and c.where is None]
+    if not crashes:
+        return causes
+    sites = []
+    sized = any(c.id == SIZE_CRASH for c in crashes)  # it raises at other lengths: try some
+    for T in dict.fromkeys([PROBE_T, *((length + 1,) if length else ()), *((1, 129, 257, 513) if sized else ())]):
+        trace = traced(head, probe(T), True)
+        if trace is not None and trace.raised and "line" in trace.raised:
+            sites.append(trace)
+            break
+    out = []
+    for c in causes:
+        site = next((t for t in sites if c in crashes and str(t.raised["type"]) in f"{c.title} {c.detail}"), None)
+        if site is not None and site.raised is not None:
+            r = site.raised
+            at = SourceLine(
+                file=str(r["file"]), line=int(r["line"]), code=str(r.get("code", "")),
+                context=site.context.get(str(r["file"]), {}),
+            )  # fmt: skip
+            c = c.model_copy(update={"where": at})
+        out.append(c)
+    return out

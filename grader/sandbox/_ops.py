@@ -740,26 +740,51 @@ def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
     trace = _Trace(src, inputs)
     tracer = _array_tracer(trace)
     previous = sys.gettrace()
+    raised: Header | None = None
+    result: Any = None
     with torch.no_grad(), _torch_recorder(trace):
         if tracer is not None:
             sys.settrace(tracer)
         try:
             result = fn(*args, **kwargs)
+        except Exception as exc:  # where the submission raised: its own innermost frame
+            raised = _raised_at(trace, exc)
         finally:
             if tracer is not None:
                 sys.settrace(previous)
     out: Tensors = dict(trace.values)
     header: Header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
-    header["context"] = _context(trace)
+    if raised is not None:
+        header["raised"] = raised
+    header["context"] = _context(trace, raised)
     return header, out
 
 
-def _context(trace: _Trace, around: int = 3) -> dict[str, dict[str, str]]:
+def _raised_at(trace: _Trace, exc: BaseException) -> Header:
+    """The exception's type and the innermost frame of its traceback in the submission's own files."""
+    import linecache
+    import os
+
+    site: Header = {"type": type(exc).__name__[:200]}
+    tb = exc.__traceback__
+    while tb is not None:
+        if trace.mine(tb.tb_frame.f_code):
+            path = tb.tb_frame.f_code.co_filename
+            site.update(
+                file=os.path.realpath(path)[len(trace.prefix) :],
+                line=tb.tb_lineno,
+                code=linecache.getline(path, tb.tb_lineno).strip()[:300],
+            )
+        tb = tb.tb_next
+    return site
+
+
+def _context(trace: _Trace, raised: Header | None = None, around: int = 3) -> dict[str, dict[str, str]]:
     """The source lines within ``around`` of every recorded line, per file (for showing a line in place)."""
     import linecache
 
     wanted: dict[str, set[int]] = {}
-    for r in trace.records:
+    for r in [*trace.records, *([raised] if raised and "line" in raised else [])]:
         wanted.setdefault(r["file"], set()).update(range(max(1, r["line"] - around), r["line"] + around + 1))
     out: dict[str, dict[str, str]] = {}
     for name, lines in wanted.items():
