@@ -31,9 +31,9 @@ from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward, named_scal
 from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head, StudentFailure
 
-# the probe: X (B, T, d) = (2, 6, 5), W_Q and W_K (5, 2), W_V (5, 3). Its sizes keep the quantities a head may
-# scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3), so a wrong one shows.
-PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 6, 2, 5, 2, 3
+# the probe: X (B, T, d) = (2, 7, 5), W_Q and W_K (5, 6), W_V (5, 3). Its sizes keep the quantities a head may
+# scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3, 1/2), so a wrong one shows.
+PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)  # the probe: X (2, 5, 4), W_Q and W_K (4, 3), W_V (4, 2)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
 NAMES = {
@@ -590,7 +590,7 @@ def describe(
                 f"the scores times {_quantity(scale, d, d_k, T)} where the lecture scales them by "
                 f"1/sqrt(d_k) = {d_k**-0.5:.4g} (Lemma 5.5)"
             )
-        return f"{name} times {_quantity(c, d, d_k, T)}"
+        return f"{name} times {c:.6g}"
     if said is not None:
         return f"where {name} is due: {said}"
     if due in ("masked", "weights") and causal and not _has_future_mask(v):
