@@ -90,6 +90,7 @@ class Trace:
     returned: set[str] = field(default_factory=set)
     context: dict[str, dict[int, str]] = field(default_factory=dict)  # file -> line -> text, near the records
     raised: dict[str, Any] | None = None  # the exception the call raised: its type, file, line and code
+    left: dict[str, Any] = field(default_factory=dict)  # "numpy", "detach": the first line leaving torch, its graph
 
 
 def probe(T: int | None = None) -> dict[str, torch.Tensor]:
@@ -134,7 +135,8 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
             if isinstance(lines, dict):
                 context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
     raised = header.get("raised") if isinstance(header.get("raised"), dict) else None
-    return Trace(records, returned, context, raised)
+    left = header.get("left") if isinstance(header.get("left"), dict) else {}
+    return Trace(records, returned, context, raised, left)
 
 
 def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]) -> bool:
@@ -310,6 +312,9 @@ def departures(
                 "before it meets the scores (0 * -inf is NaN: build the mask with masked_fill or torch.where)"
             )
             found.append(Departure(nan, due, words, stages.get(due), explained, causal))
+        elif (source := _mask_source(trace, r, stages)) is not None and site is r:
+            at = replace(r, file=source.file, line=source.line, code=source.code)
+            found.append(Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal))
         elif site is not r:
             words = f"{NAMES[good[site.index]]} computed here is never used: nothing after it reads the result"
             if site.op.endswith("masked_fill") or site.op == "masked_fill":
@@ -323,6 +328,28 @@ def departures(
         level = nxt[0]
         reached = RANK[nxt[1]] if matched(r, chain[level][1]) else reached
     return found
+
+
+def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Record | None:
+    """The line that built the mask a departing masked value was made with, when the mask is what is wrong: a
+    constant added to the scores (``r`` = scaled + it), or the pattern a masked_fill or where applied."""
+    if r.value is None or "scaled" not in stages or r.value.shape != stages["scaled"].shape:
+        return None
+    T = r.value.shape[-1]
+    by = {f"v:{x.index}": x for x in trace.records}
+    earlier = [x for x in trace.records if x.index < r.index] if r.numpy else [by[n] for n in r.reads if n in by]
+    masks = [x for x in earlier if x.value is not None and tuple(x.value.shape[-2:]) == (T, T) and x.value.dim() <= 3]
+    masks = [x for x in masks if x.value is not None and x.value.shape[0] != PROBE_B or x.value.dim() == 2]
+    s = stages["scaled"].double()
+    for x in reversed(masks):
+        assert x.value is not None
+        if x.value.dtype.is_floating_point and _equal(r.value, s + x.value.double()):
+            return x
+    words = _masking(r.value, s)
+    if words is None or not words.startswith("hides") or r.numpy:
+        return None
+    pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
+    return pattern[-1] if pattern else None
 
 
 VIEWS = ("reshape", "view", "contiguous", "clone", "__getitem__", "to", "type_as", "float", "double", "squeeze")

@@ -46,7 +46,7 @@ def point(
     length: int | None = None,
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes."""
-    out = _crash_lines(head, causes, length)
+    out = _left_torch(head, _crash_lines(head, causes, length), length)
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") for c in out):
         return out
@@ -100,6 +100,28 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
         return None
     m = t[0].double()
     return [[float(x) if torch.isfinite(x) else None for x in row] for row in m]
+
+
+LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
+
+
+def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+    """Computing outside torch, or without its graph, at the first line that leaves it (``.numpy()``,
+    ``.detach()``) in one traced call."""
+    if not any(c.id in LEAVING and c.where is None for c in causes):
+        return causes
+    trace = traced(head, probe(length), True)
+    if trace is None:
+        return causes
+    out = []
+    for c in causes:
+        site = next((trace.left[k] for k in LEAVING.get(c.id, ()) if k in trace.left), None)
+        if site is not None and c.where is None:
+            context = trace.context.get(str(site["file"]), {})
+            where = SourceLine(file=str(site["file"]), line=int(site["line"]), code=str(site["code"]), context=context)
+            c = c.model_copy(update={"where": where})
+        out.append(c)
+    return out
 
 
 def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:

@@ -559,8 +559,8 @@ _OPS["pytest"] = op_pytest
 # appended: one traced call, for pointing at the line where a head leaves the lecture (issue 28)
 
 TRACE_RECORDS = 400  # records kept per traced call; the rest are counted, not kept
-TRACE_ELEMENTS = 4096  # elements of one recorded value shipped back (a probe's (B, T, T) is 50)
-TRACE_TOTAL = 1 << 18  # elements of all recorded values together
+TRACE_ELEMENTS = 1 << 15  # elements of one recorded value shipped back (a probe's (B, T, T) is 98; at T = 128, 32768)
+TRACE_TOTAL = 1 << 20  # elements of all recorded values together (8 MB of float64 at most)
 _WIRE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)
 
 
@@ -581,6 +581,7 @@ class _Trace:
         self.by_id: dict[int, str] = {id(t): f"in:{name}" for name, t in inputs.items()}
         self.by_storage: dict[tuple[Any, ...], str] = {_storage_key(t): f"in:{n}" for n, t in inputs.items()}
         self.own: dict[Any, bool] = {}  # code object -> whether it is the submission's
+        self.left: dict[str, Header] = {}  # "numpy", "detach": the first line that left torch or its graph
 
     def mine(self, code: Any) -> bool:
         import os
@@ -658,6 +659,11 @@ def _torch_recorder(trace: _Trace) -> Any:
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             result = func(*args, **kwargs)
+            name = getattr(func, "__name__", None) or type(func).__name__
+            if name in ("numpy", "detach", "tolist") and name not in trace.left:
+                at = trace.site()
+                if at is not None:
+                    trace.left[name] = {"file": at[0], "line": at[1], "code": at[2]}
             if not isinstance(result, (torch.Tensor, tuple, list)) and not (result is None and args):
                 return result  # .shape, .dim(), .item(): nothing computed
             where = trace.site()
@@ -665,7 +671,6 @@ def _torch_recorder(trace: _Trace) -> Any:
                 return result
             leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
             reads = [s for s in (trace.source(x) for x in leaves) if s is not None]
-            name = getattr(func, "__name__", None) or type(func).__name__
             if isinstance(result, torch.Tensor) and result is not (args[0] if args else None):
                 trace.add(name, where, result, reads)
             elif leaves and isinstance(args[0] if args else None, torch.Tensor) and (
@@ -756,6 +761,7 @@ def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
     header: Header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
     if raised is not None:
         header["raised"] = raised
+    header["left"] = trace.left
     header["context"] = _context(trace, raised)
     return header, out
 
