@@ -128,6 +128,7 @@ return 0.5 * (w @ v), w
     assert (own.id, own.kind) == ("departure:out", "departure")
     assert own.where is not None and own.where.code == "return 0.5 * (w @ v), w"
     assert own.departure is not None and own.departure.description == "the output A V times 0.5"
+    assert own.title == "Your head leaves the lecture's computation at the output: the output A V times 0.5"
 
 
 # ---- several bugs at once: the shapes public heads take --------------------------------------------

@@ -36,6 +36,17 @@ from grader.head import Head, StudentFailure
 PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)  # the probe: X (2, 5, 4), W_Q and W_K (4, 3), W_V (4, 2)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
+TITLES = {  # how a cause's title names the stage that departs
+    "Q": "the queries",
+    "K": "the keys",
+    "V": "the values",
+    "K^T": "K^T",
+    "scores": "the scores",
+    "scaled": "the scaled scores",
+    "masked": "the masked scores",
+    "weights": "the weights",
+    "out": "the output",
+}
 NAMES = {
     "Q": "the queries Q = X W_Q",
     "K": "the keys K = X W_K",
@@ -91,6 +102,7 @@ class Trace:
     context: dict[str, dict[int, str]] = field(default_factory=dict)  # file -> line -> text, near the records
     raised: dict[str, Any] | None = None  # the exception the call raised: its type, file, line and code
     left: dict[str, Any] = field(default_factory=dict)  # "numpy", "detach": the first line leaving torch, its graph
+    aliases: list[dict[str, Any]] = field(default_factory=list)  # locals bound to an input itself (q = X)
 
 
 def probe(T: int | None = None) -> dict[str, torch.Tensor]:
@@ -136,7 +148,8 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
                 context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
     raised = header.get("raised") if isinstance(header.get("raised"), dict) else None
     left = header.get("left") if isinstance(header.get("left"), dict) else {}
-    return Trace(records, returned, context, raised, left)
+    aliases = [a for a in header.get("aliases", []) if isinstance(a, dict) and "line" in a]
+    return Trace(records, returned, context, raised, left, aliases)
 
 
 def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]) -> bool:
@@ -322,7 +335,11 @@ def departures(
             found.append(Departure(site, good[site.index], words, stages[good[site.index]], explained, causal))
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
-            found.append(Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal))
+            words = describe(r, due, stages, tensors, causal)
+            alias = next((a for a in trace.aliases if words.startswith(f"X used where")), None)
+            if alias is not None:  # the input bound where a projection belongs: that line
+                at = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
+            found.append(Departure(at, due, words, stages.get(due), explained, causal))
         if nxt is None:
             break
         level = nxt[0]
@@ -619,9 +636,9 @@ def describe(
             )
         return f"{name} times {c:.6g}"
     if said is not None:
-        return f"where {name} is due: {said}"
+        return said
     if due in ("masked", "weights") and causal and not _has_future_mask(v):
-        return f"where {name} is due, the future keys (j > i) are not masked: the scores enter the softmax unmasked"
+        return "the future keys (j > i) are not masked: the scores enter the softmax unmasked"
     diff = (v.double() - expected.double()).abs() if v.shape == expected.shape else None
     if diff is not None and bool(torch.isfinite(diff).any()):
         return f"differs from {name} (largest difference {float(diff[torch.isfinite(diff)].max()):.3g})"

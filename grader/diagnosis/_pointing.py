@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from grader.diagnosis._causes import cause
-from grader.diagnosis._departure import NAMES, PROBE_T, Departure, follow, probe, traced
+from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, follow, probe, traced
 from grader.diagnosis._mutations import Combo
 from grader.diagnosis._where import SIZE_CRASH
 from grader.head import Head
@@ -31,7 +31,6 @@ NOT_VALUES = (
     "student_tests",
     "streaming_softmax",
     "kv_cache",
-    "gradient_blocks",
     "input_mutation",
 )
 
@@ -68,7 +67,11 @@ def point(
         dep = left[0]
         stage = dep.stage
         title, hint, cites = cause(f"departure:{stage}").words(
-            stage_name=NAMES.get(stage, stage), description=dep.description, line=dep.record.line, file=dep.record.file
+            stage=TITLES.get(stage, stage),
+            stage_name=NAMES.get(stage, stage),
+            description=dep.description,
+            line=dep.record.line,
+            file=dep.record.file,
         )
         made = Diagnosis(
             id=f"departure:{stage}", title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained

@@ -235,7 +235,19 @@ def seen_line(d: Diagnosis) -> str | None:
     """What the grader saw at that line (a departure cause says it in its title already)."""
     if d.departure is None or d.kind == "departure":
         return None
-    return f"Seen there: {d.departure.description}."
+    return f"Seen there, where the lecture has {STAGE_NAMES.get(d.departure.stage, d.departure.stage)}: {d.departure.description}."
+
+
+STAGE_NAMES = {
+    "Q": "Q = X W_Q",
+    "K": "K = X W_K",
+    "V": "V = X W_V",
+    "scores": "the scores Q K^T",
+    "scaled": "the scaled scores Q K^T / sqrt(d_k)",
+    "masked": "the masked scores",
+    "weights": "the weights",
+    "out": "the output A V",
+}
 
 
 def unexplained_line(result: GradeResult) -> str | None:

@@ -582,6 +582,7 @@ class _Trace:
         self.by_storage: dict[tuple[Any, ...], str] = {_storage_key(t): f"in:{n}" for n, t in inputs.items()}
         self.own: dict[Any, bool] = {}  # code object -> whether it is the submission's
         self.left: dict[str, Header] = {}  # "numpy", "detach": the first line that left torch or its graph
+        self.aliases: list[Header] = []  # locals bound to an input tensor itself, where
 
     def mine(self, code: Any) -> bool:
         import os
@@ -688,17 +689,32 @@ def _torch_recorder(trace: _Trace) -> Any:
 
 def _array_tracer(trace: _Trace) -> Any:
     """A sys.settrace function following the submission's own frames only: each NumPy array a local variable
-    takes, at the line that gave it (the line executed just before the change was seen)."""
+    takes, at the line that gave it (the line executed just before the change was seen), and each local bound
+    to an input tensor itself (``q = X``)."""
     np = __import__("sys").modules.get("numpy")
     if np is None:
-        return None
+        import types
+
+        np = types.SimpleNamespace(ndarray=type(None), array_equal=lambda *a, **k: True)  # aliases only
     state: dict[int, tuple[int, dict[str, Any]]] = {}
+    known: dict[int, dict[str, str]] = {}  # frame -> the locals bound to an input tensor, as last seen
 
     def snapshot(frame: Any) -> dict[str, Any]:
         return {k: v for k, v in frame.f_locals.items() if isinstance(v, np.ndarray) and v.dtype.kind in "fcbiu"}
 
+    def aliases(frame: Any) -> dict[str, str]:
+        """Locals that are one of the call's input tensors themselves (``q = X``): no op records them."""
+        return {k: trace.by_id[id(v)] for k, v in frame.f_locals.items() if trace.by_id.get(id(v), "").startswith("in:")}
+
     def changes(frame: Any) -> None:
         line, before = state.get(id(frame), (frame.f_lineno, {}))
+        bound = aliases(frame)
+        for var, name in bound.items():
+            if known.get(id(frame), {}).get(var) != name:
+                code = __import__("linecache").getline(frame.f_code.co_filename, line).strip()[:300]
+                path = __import__("os").path.realpath(frame.f_code.co_filename)[len(trace.prefix) :]
+                trace.aliases.append({"var": var[:80], "input": name, "file": path, "line": line, "code": code})
+        known[id(frame)] = bound
         now = snapshot(frame)
         for var, arr in now.items():
             old = before.get(var)
@@ -714,12 +730,14 @@ def _array_tracer(trace: _Trace) -> Any:
                 changes(frame)
             if event == "return":
                 state.pop(id(frame), None)
+                known.pop(id(frame), None)
         return local
 
     def glob(frame: Any, event: str, arg: Any) -> Any:
         if event == "call" and trace.mine(frame.f_code):
             with torch._C.DisableTorchFunction():  # the arguments it was given are not its own results
                 state[id(frame)] = (frame.f_lineno, {k: (v, v.copy()) for k, v in snapshot(frame).items()})
+                known[id(frame)] = aliases(frame)
             return local
         return None
 
@@ -762,6 +780,7 @@ def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
     if raised is not None:
         header["raised"] = raised
     header["left"] = trace.left
+    header["aliases"] = trace.aliases[:TRACE_RECORDS]
     header["context"] = _context(trace, raised)
     return header, out
 
