@@ -47,7 +47,7 @@ def point(
     """``causes`` each with its line, and a cause for a departure no named cause describes."""
     out = _left_torch(head, _crash_lines(head, causes, length), length)
     valued = [c for c in failing if c.id not in NOT_VALUES]
-    if not valued and not any(c.kind in ("mutation", "known") for c in out):
+    if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
         return out
     found = follow(head, combo, fitted, flags, length)
     left = list(found)
@@ -59,7 +59,7 @@ def point(
             left.remove(mine)
             out[k] = _with(c, mine)
     for k, c in enumerate(out):
-        if c.kind in ("mutation", "known") and c.where is None and left:
+        if (c.kind in ("mutation", "known") or c.id in TRACED) and c.where is None and left:
             out[k] = _with(c, left.pop(0))
     explained = {x for c in out for x in c.explains}
     unexplained = [c.id for c in valued if c.id not in explained]
@@ -105,20 +105,31 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
     return [[float(x) if torch.isfinite(x) else None for x in row] for row in m]
 
 
+TRACED = ("computed_in_float32",)  # contract causes that are one decision about the values: a departure shows it
 LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
+
+
+def _leaving(c: Diagnosis) -> tuple[str, ...]:
+    """Where a cause shows that no departure of the values does: leaving torch (``.numpy()``), its graph
+    (``.detach()``, for a known bug that breaks only the gradients), or writing into an input."""
+    if c.id in LEAVING:
+        return LEAVING[c.id]
+    if c.kind == "known" and c.explains and set(c.explains) <= {"gradient_blocks", "interface"}:
+        return ("inplace", "detach") if "interface" in c.explains else ("detach",)
+    return ()
 
 
 def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
     """Computing outside torch, or without its graph, at the first line that leaves it (``.numpy()``,
     ``.detach()``) in one traced call."""
-    if not any(c.id in LEAVING and c.where is None for c in causes):
+    if not any(_leaving(c) and c.where is None for c in causes):
         return causes
     trace = traced(head, probe(length), True)
     if trace is None:
         return causes
     out = []
     for c in causes:
-        site = next((trace.left[k] for k in LEAVING.get(c.id, ()) if k in trace.left), None)
+        site = next((trace.left[k] for k in _leaving(c) if k in trace.left), None)
         if site is not None and c.where is None:
             context = trace.context.get(str(site["file"]), {})
             where = SourceLine(file=str(site["file"]), line=int(site["line"]), code=str(site["code"]), context=context)

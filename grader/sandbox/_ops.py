@@ -677,6 +677,8 @@ def _torch_recorder(trace: _Trace) -> Any:
             elif leaves and isinstance(args[0] if args else None, torch.Tensor) and (
                 result is None or result is args[0]
             ):
+                if str(trace.source(args[0])).startswith("in:") and "inplace" not in trace.left:
+                    trace.left["inplace"] = {"file": where[0], "line": where[1], "code": where[2]}  # an input written
                 trace.add(name, where, args[0], reads)  # in place (masked_fill_, +=, x[...] = ...): its new value
             elif isinstance(result, (tuple, list)):
                 for item in result:
