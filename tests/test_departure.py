@@ -233,3 +233,33 @@ def test_a_notebook_cause_names_its_cell_and_the_line_in_it(rubric: Rubric, pool
     assert (d.where.file, d.where.cell, d.where.line) == ("buggy_among_plots.ipynb", 2, 4)
     assert d.where.code == "weights = torch.softmax(scores, dim=-1)  # TODO mask?"
     assert d.where.context[4] == "    weights = torch.softmax(scores, dim=-1)  # TODO mask?"
+
+
+def test_every_surface_shows_the_line(rubric: Rubric, pool: WorkerPool) -> None:
+    """Terminal, HTML, JUnit and JSON of one graded head all carry the student's line (issue 28)."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from grader.exports import result_schema
+    from grader.models import GradeResult
+    from grader.report.html import render_html
+    from grader.report.junit import render_junit
+    from grader.report.terminal import render_terminal
+
+    result = grade(REPO / "tests" / "realistic" / "times_sqrt_dk.py", rubric, pool=pool, visuals=False)
+    [d] = result.diagnosis
+    assert d.where is not None and d.where.line == 15
+    code = "scores = (Q @ K.transpose(-2, -1)) * math.sqrt(d_k)"
+    buf = io.StringIO()
+    render_terminal(result, Console(file=buf, width=200, color_system=None))
+    assert f"At attention_head.py:15: {code}" in buf.getvalue()
+    page = render_html(result)
+    assert '<span class="src-line src-hl">  15' in page and 'class="matrix' in page
+    xml = render_junit(result)
+    assert 'file="attention_head.py" line="15"' in xml
+    data = json.loads(result.model_dump_json())
+    assert data["diagnosis"][0]["where"]["line"] == 15 and data["diagnosis"][0]["where"]["code"] == code
+    assert GradeResult.model_validate(data) == result
+    assert '"where"' in result_schema() and "SourceLine" in result_schema()
