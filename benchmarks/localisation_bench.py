@@ -113,7 +113,9 @@ def share() -> None:
             elif at and at <= lines:
                 verdict = "right"
             elif not at:
-                unexplained = [c.id for c in result.checks if c.status in ("failed", "error", "timeout") and not c.causes]
+                unexplained = [
+                    c.id for c in result.checks if c.status in ("failed", "error", "timeout") and not c.causes
+                ]
                 verdict = f"no line (causes {[d.id for d in result.diagnosis]}; unexplained {unexplained})"
             else:
                 verdict = f"WRONG: points at {sorted(at)}, to edit {sorted(lines)}"
@@ -153,7 +155,8 @@ def timing(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(runs):
             for name, (patch, head) in cases.items():
-                call = f"from grader.cli import main; raise SystemExit(main([{str(head)!r}, '--json', {tmp + '/r.json'!r}]))"
+                argv = [str(head), "--json", f"{tmp}/r.json"]
+                call = f"from grader.cli import main; raise SystemExit(main({argv!r}))"
                 t0 = time.perf_counter()
                 done = subprocess.run([sys.executable, "-c", patch + call], cwd=REPO, capture_output=True, check=False)
                 times[name].append(time.perf_counter() - t0)

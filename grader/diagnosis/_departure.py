@@ -27,14 +27,14 @@ from typing import Any
 import torch
 
 from grader.diagnosis._known import PROBE_SEED
-from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward, named_scales
+from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward
 from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head, StudentFailure
 
 # the probe: X (B, T, d) = (2, 7, 5), W_Q and W_K (5, 6), W_V (5, 3). Its sizes keep the quantities a head may
 # scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3, 1/2), so a wrong one shows.
 PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
-HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)  # the probe: X (2, 5, 4), W_Q and W_K (4, 3), W_V (4, 2)
+HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
 TITLES = {  # how a cause's title names the stage that departs
     "Q": "the queries",
@@ -147,7 +147,7 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
             if isinstance(lines, dict):
                 context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
     raised = header.get("raised") if isinstance(header.get("raised"), dict) else None
-    left = header.get("left") if isinstance(header.get("left"), dict) else {}
+    left: dict[str, Any] = header["left"] if isinstance(header.get("left"), dict) else {}
     aliases = [a for a in header.get("aliases", []) if isinstance(a, dict) and "line" in a]
     return Trace(records, returned, context, raised, left, aliases)
 
@@ -299,13 +299,16 @@ def departures(
             continue
         if f"v:{r.index}" not in derived or _neutral(r, tensors):
             continue
-        explained, nxt = (), None
+        explained: tuple[str, ...] = ()
+        nxt: tuple[int, str] | None = None
         # a mutation's stage, exactly: a departure even where the probe's values come back to the lecture's
         # (a finite mask constant hides the future keys at ordinary scores)
         direct = [(j, h) for j in range(level + 1, len(chain)) if (h := matched(r, chain[j][1])) is not None]
         if direct:
             nxt = direct[0]
-        elif any(_stage_shaped(x) and (h := matched(x, stages)) is not None and RANK[h] > reached for x in records[k + 1 :]):
+        elif any(
+            _stage_shaped(x) and (h := matched(x, stages)) is not None and RANK[h] > reached for x in records[k + 1 :]
+        ):
             continue  # a value on the way to a stage (a manual softmax's exp(s - max))
         else:
             for j in range(level + 1, len(chain)):
@@ -327,7 +330,9 @@ def departures(
             found.append(Departure(nan, due, words, stages.get(due), explained, causal))
         elif (source := _mask_source(trace, r, stages)) is not None and site is r:
             at = replace(r, file=source.file, line=source.line, code=source.code)
-            found.append(Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal))
+            found.append(
+                Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
+            )
         elif site is not r:
             words = f"{NAMES[good[site.index]]} computed here is never used: nothing after it reads the result"
             if site.op.endswith("masked_fill") or site.op == "masked_fill":
@@ -336,7 +341,7 @@ def departures(
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
             words = describe(r, due, stages, tensors, causal)
-            alias = next((a for a in trace.aliases if words.startswith(f"X used where")), None)
+            alias = next((a for a in trace.aliases if words.startswith("X used where")), None)
             if alias is not None:  # the input bound where a projection belongs: that line
                 at = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
             found.append(Departure(at, due, words, stages.get(due), explained, causal))
@@ -356,7 +361,7 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
     by = {f"v:{x.index}": x for x in trace.records}
     earlier = [x for x in trace.records if x.index < r.index] if r.numpy else [by[n] for n in r.reads if n in by]
     masks = [x for x in earlier if x.value is not None and tuple(x.value.shape[-2:]) == (T, T) and x.value.dim() <= 3]
-    masks = [x for x in masks if x.value is not None and x.value.shape[0] != PROBE_B or x.value.dim() == 2]
+    masks = [x for x in masks if x.value is not None and (x.value.shape[0] != PROBE_B or x.value.dim() == 2)]
     s = stages["scaled"].double()
     for x in reversed(masks):
         assert x.value is not None
@@ -511,8 +516,9 @@ def _future(v: torch.Tensor, e: torch.Tensor) -> str | None:
     if bool(torch.isnan(seen).any()):
         return "NaN above the diagonal where the lecture has " + _what(e[future])
     if bool(torch.isfinite(seen).all()) and bool((seen == seen.flatten()[0]).all()):
-        return f"{float(seen.flatten()[0]):.6g} above the diagonal (the future keys j > i) where the lecture has " + _what(
-            e[future]
+        return (
+            f"{float(seen.flatten()[0]):.6g} above the diagonal (the future keys j > i) where the lecture has "
+            + _what(e[future])
         )
     return "the future keys (j > i) not masked: above the diagonal it holds values where the lecture has " + _what(
         e[future]
@@ -544,7 +550,10 @@ def _rows(v: torch.Tensor, e: torch.Tensor) -> str | None:
     rows = v.sum(-1)
     if bool(torch.allclose(rows, torch.ones_like(rows), atol=1e-9)):
         return None
-    for axis, words in ((-2, "its columns sum to 1 (a softmax over dim=-2, the queries)"), (0, "it sums to 1 over the batch (dim=0)")):
+    for axis, words in (
+        (-2, "its columns sum to 1 (a softmax over dim=-2, the queries)"),
+        (0, "it sums to 1 over the batch (dim=0)"),
+    ):
         s = v.sum(axis)
         if bool(torch.allclose(s, torch.ones_like(s), atol=1e-9)):
             return f"rows that do not sum to 1: {words}"
@@ -662,9 +671,15 @@ def _masking(v: torch.Tensor, s: torch.Tensor) -> str | None:
             return None
         added = (v - s)[hidden]
         if bool(torch.isfinite(fill).all()) and bool((fill == fill[0]).all()):
-            return f"the future keys filled with {float(fill[0]):.6g} instead of -inf: a finite fill hides them only while the scores stay small"
+            return (
+                f"the future keys filled with {float(fill[0]):.6g} instead of -inf: a finite fill hides them only "
+                "while the scores stay small"
+            )
         if bool(torch.isfinite(added).all()) and bool(torch.allclose(added, added[0].expand_as(added), rtol=1e-6)):
-            return f"{float(added[0]):.6g} added to the future keys instead of -inf: at large scores it no longer hides them"
+            return (
+                f"{float(added[0]):.6g} added to the future keys instead of -inf: at large scores it no longer hides "
+                "them"
+            )
         if bool(torch.isnan(fill).any()):
             return "NaN in the future keys where the lecture has -inf (0 * -inf is NaN)"
         return None
@@ -679,7 +694,10 @@ def _masking(v: torch.Tensor, s: torch.Tensor) -> str | None:
             return f"hides {words}"
     if not bool(h.any()):
         return None
-    return f"hides {int(h.sum())} of the {T * T} entries of each row block where the lecture hides the {int(future.sum())} future ones"
+    return (
+        f"hides {int(h.sum())} of the {T * T} entries of each batch element where the lecture hides the "
+        f"{int(future.sum())} future ones"
+    )
 
 
 def _has_future_mask(v: torch.Tensor) -> bool:
@@ -758,6 +776,11 @@ def _returned_weights(trace: Trace) -> torch.Tensor | None:
     """The weights the traced call returned, which a dropout model reads its dropped entries off."""
     for r in reversed(trace.records):
         name = f"v:{r.index}"
-        if name in trace.returned and r.value is not None and r.value.dim() == 3 and r.value.shape[-1] == r.value.shape[-2]:
+        if (
+            name in trace.returned
+            and r.value is not None
+            and r.value.dim() == 3
+            and r.value.shape[-1] == r.value.shape[-2]
+        ):
             return r.value.double()
     return None

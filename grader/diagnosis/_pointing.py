@@ -154,7 +154,9 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
             break
     out = []
     for c in causes:
-        site = next((t for t in sites if c in crashes and str(t.raised["type"]) in f"{c.title} {c.detail}"), None)
+        site = next(
+            (t for t in sites if c in crashes and str((t.raised or {}).get("type")) in f"{c.title} {c.detail}"), None
+        )
         if site is not None and site.raised is not None:
             r = site.raised
             at = SourceLine(

@@ -235,7 +235,8 @@ def seen_line(d: Diagnosis) -> str | None:
     """What the grader saw at that line (a departure cause says it in its title already)."""
     if d.departure is None or d.kind == "departure":
         return None
-    return f"Seen there, where the lecture has {STAGE_NAMES.get(d.departure.stage, d.departure.stage)}: {d.departure.description}."
+    stage = STAGE_NAMES.get(d.departure.stage, d.departure.stage)
+    return f"Seen there, where the lecture has {stage}: {d.departure.description}."
 
 
 STAGE_NAMES = {

@@ -602,7 +602,7 @@ class _Trace:
         import os
         import sys
 
-        f = sys._getframe(2)
+        f: Any = sys._getframe(2)
         while f is not None and not self.mine(f.f_code):
             f = f.f_back
         if f is None:
@@ -674,8 +674,8 @@ def _torch_recorder(trace: _Trace) -> Any:
             reads = [s for s in (trace.source(x) for x in leaves) if s is not None]
             if isinstance(result, torch.Tensor) and result is not (args[0] if args else None):
                 trace.add(name, where, result, reads)
-            elif leaves and isinstance(args[0] if args else None, torch.Tensor) and (
-                result is None or result is args[0]
+            elif (
+                leaves and isinstance(args[0] if args else None, torch.Tensor) and (result is None or result is args[0])
             ):
                 if str(trace.source(args[0])).startswith("in:") and "inplace" not in trace.left:
                     trace.left["inplace"] = {"file": where[0], "line": where[1], "code": where[2]}  # an input written
@@ -706,7 +706,9 @@ def _array_tracer(trace: _Trace) -> Any:
 
     def aliases(frame: Any) -> dict[str, str]:
         """Locals that are one of the call's input tensors themselves (``q = X``): no op records them."""
-        return {k: trace.by_id[id(v)] for k, v in frame.f_locals.items() if trace.by_id.get(id(v), "").startswith("in:")}
+        return {
+            k: trace.by_id[id(v)] for k, v in frame.f_locals.items() if trace.by_id.get(id(v), "").startswith("in:")
+        }
 
     def changes(frame: Any) -> None:
         line, before = state.get(id(frame), (frame.f_lineno, {}))
