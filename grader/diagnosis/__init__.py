@@ -47,6 +47,7 @@ from grader.diagnosis._ladder import climb, with_mask_constant
 from grader.diagnosis._mutations import Combo, _pick
 from grader.diagnosis._naming import (
     LEAKY,
+    SELF_CONTAINED,
     cause_ids,
     contract_cause,
     known_cause,
@@ -372,18 +373,6 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
     return causes
 
 
-# Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
-# student's own tests): when no known bug matches, the failure is its own cause, charged its own points.
-SELF_CONTAINED = (
-    "gaussian_kernel",
-    "gaussian_qk",
-    "score_scale_experiment",
-    "forbidden_api",
-    "performance",
-    "student_tests",
-    "streaming_softmax",
-    "kv_cache",
-)
 
 
 def _missing(failing: list[CheckResult]) -> list[Diagnosis]:

@@ -14,25 +14,14 @@ import torch
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, follow, probe, traced
 from grader.diagnosis._mutations import Combo
+from grader.diagnosis._naming import SELF_CONTAINED
 from grader.diagnosis._where import SIZE_CRASH
 from grader.head import Head
 from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
 
-# checks whose property is another function's, the APIs used, the speed or the student's tests: a departure
-# of the head's values does not explain them
-NOT_VALUES = (
-    "interface",
-    "gaussian_kernel",
-    "gaussian_qk",
-    "score_scale_experiment",
-    "forbidden_api",
-    "performance",
-    "student_tests",
-    "streaming_softmax",
-    "kv_cache",
-    "input_mutation",
-)
+# checks a departure of the head's values does not explain: the self-contained ones, and the calling contract
+NOT_VALUES = (*SELF_CONTAINED, "interface", "input_mutation")
 
 
 def point(
