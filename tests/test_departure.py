@@ -263,3 +263,27 @@ def test_every_surface_shows_the_line(rubric: Rubric, pool: WorkerPool) -> None:
     assert data["diagnosis"][0]["where"]["line"] == 15 and data["diagnosis"][0]["where"]["code"] == code
     assert GradeResult.model_validate(data) == result
     assert '"where"' in result_schema() and "SourceLine" in result_schema()
+
+
+def test_a_forged_trace_is_read_defensively() -> None:
+    """Student code runs beside the worker's recorder: whatever its header says, the grader neither raises nor
+    believes a malformed entry."""
+    from grader.diagnosis._departure import probe, traced
+
+    class Forged:
+        def probe(self, *args: object, **kwargs: object) -> tuple[dict[str, object], dict[str, torch.Tensor]]:
+            header = {
+                "records": [{"line": "7; rm -rf"}, {"line": True}, 3, {"line": 5, "file": "a.py", "reads": "v:0"}],
+                "context": {"a.py": {"x": 1, "5": "y"}},
+                "raised": {"type": 1, "line": -1},
+                "left": {"numpy": {"line": 2.5}},
+                "aliases": "none",
+                "result": [],
+            }
+            return header, {"v:0": torch.zeros(2)}
+
+    trace = traced(Forged(), probe(), True)  # type: ignore[arg-type]
+    assert trace is not None
+    assert [(r.file, r.line, r.reads) for r in trace.records] == [("a.py", 5, ())]
+    assert trace.context == {"a.py": {5: "y"}}
+    assert trace.raised == {"type": "1"} and trace.left == {} and trace.aliases == [] and trace.returned == set()

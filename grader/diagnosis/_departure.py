@@ -113,43 +113,59 @@ def probe(T: int | None = None) -> dict[str, torch.Tensor]:
 
 
 def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace | None:
-    """The head's own computation on ``tensors``, op by op (None when it raised, hung or is not defined)."""
+    """The head's own computation on ``tensors``, op by op (None when it raised, hung or is not defined). What
+    the worker says is read defensively: student code ran beside it, so a malformed entry is left out."""
     try:
         header, values = head.probe(
             ATTENTION, ARGS, tensors, seed=PROBE_SEED, op="trace", kwargs={"causal": {"v": causal}}
         )
     except StudentFailure:
         return None
-    if header.get("status") not in (None, "ok"):
+    if header.get("status") not in (None, "ok") or not isinstance(header.get("records"), list):
         return None
     records = []
-    for k, r in enumerate(header.get("records", [])):
-        if not isinstance(r, dict):
+    for k, r in enumerate(header["records"]):
+        at = _site(r)
+        if at is None:
             continue
         value = values.get(str(r.get("value", "")))
+        reads = r.get("reads")
         records.append(
             Record(
                 k,
                 str(r.get("op", ""))[:80],
-                str(r.get("file", ""))[:200],
-                int(r.get("line", 0) or 0),
-                str(r.get("code", ""))[:300],
-                tuple(str(x) for x in r.get("reads", []) if isinstance(x, str)),
+                at["file"],
+                at["line"],
+                at["code"],
+                tuple(str(x) for x in reads if isinstance(x, str)) if isinstance(reads, list) else (),
                 value if isinstance(value, torch.Tensor) else None,
                 str(r.get("var", ""))[:80],
             )
         )
-    returned = {f"v:{k}" for k, r in enumerate(header.get("records", [])) if _is_returned(r, values, header)}
+    returned = {f"v:{k}" for k, r in enumerate(header["records"]) if _is_returned(r, values, header)}
     context: dict[str, dict[int, str]] = {}
     raw = header.get("context")
     if isinstance(raw, dict):
         for name, lines in raw.items():
             if isinstance(lines, dict):
                 context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
-    raised = header.get("raised") if isinstance(header.get("raised"), dict) else None
-    left: dict[str, Any] = header["left"] if isinstance(header.get("left"), dict) else {}
-    aliases = [a for a in header.get("aliases", []) if isinstance(a, dict) and "line" in a]
+    raised = header.get("raised")
+    raised = {"type": str(raised.get("type", ""))[:200], **(_site(raised) or {})} if isinstance(raised, dict) else None
+    left_raw = header.get("left")
+    left = {str(k): at for k, v in left_raw.items() if (at := _site(v))} if isinstance(left_raw, dict) else {}
+    aliases_raw = header.get("aliases")
+    aliases = [at for a in aliases_raw if (at := _site(a))] if isinstance(aliases_raw, list) else []
     return Trace(records, returned, context, raised, left, aliases)
+
+
+def _site(entry: Any) -> dict[str, Any] | None:
+    """``{file, line, code}`` of a worker's entry when it is well formed (a line a positive int), else None."""
+    if not isinstance(entry, dict):
+        return None
+    line = entry.get("line")
+    if not isinstance(line, int) or isinstance(line, bool) or not 0 < line < 10**7:
+        return None
+    return {"file": str(entry.get("file", ""))[:200], "line": line, "code": str(entry.get("code", ""))[:300]}
 
 
 def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]) -> bool:
@@ -157,7 +173,10 @@ def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]
     name = r.get("value") if isinstance(r, dict) else None
     if name not in values:
         return False
-    items = (header.get("result") or {}).get("items", [])
+    result = header.get("result")
+    items = result.get("items", []) if isinstance(result, dict) else []
+    if not isinstance(items, list):
+        return False
     for item in items:
         got = values.get(str(item.get("name", ""))) if isinstance(item, dict) else None
         if got is not None and got.shape == values[name].shape and _equal(values[name], got, 0.0, 0.0):

@@ -127,6 +127,12 @@ def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list
     return out
 
 
+def _raised_it(raised: dict[str, object] | None, c: Diagnosis) -> bool:
+    """Whether the traced call raised the exception crash ``c`` names."""
+    kind = str((raised or {}).get("type") or "")
+    return bool(kind) and kind in f"{c.title} {c.detail}"
+
+
 def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
     """Each crash at the student's line that raised: the innermost frame in the submission of one traced call
     on the probe (at the length that crashes, for a head that runs at one length only), when it raised the
@@ -143,9 +149,7 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
             break
     out = []
     for c in causes:
-        site = next(
-            (t for t in sites if c in crashes and str((t.raised or {}).get("type")) in f"{c.title} {c.detail}"), None
-        )
+        site = next((t for t in sites if c in crashes and _raised_it(t.raised, c)), None)
         if site is not None and site.raised is not None:
             r = site.raised
             at = SourceLine(
