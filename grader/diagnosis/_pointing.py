@@ -9,6 +9,8 @@ traceback. When failing checks stay unexplained and a departure is left, the dep
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from grader.diagnosis._causes import cause
@@ -34,7 +36,7 @@ def point(
     length: int | None = None,
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes."""
-    out = _left_torch(head, _crash_lines(head, causes, length), length)
+    out = _forbidden_lines(head, _left_torch(head, _crash_lines(head, causes, length), length), failing, length)
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
         return out
@@ -125,6 +127,28 @@ def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list
             c = c.model_copy(update={"where": where})
         out.append(c)
     return out
+
+
+_IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")
+
+
+def _forbidden_lines(
+    head: Head, causes: list[Diagnosis], failing: list[CheckResult], length: int | None
+) -> list[Diagnosis]:
+    """The forbidden API's own cause at the line the check found it on in the source; the file is the one the
+    head's traced call ran in (the check reads the module the grader imports)."""
+    message = next((c.message for c in failing if c.id == "forbidden_api"), "")
+    found = _IN_SOURCE.search(message)
+    if found is None or not any(c.id == "own:forbidden_api" and c.where is None for c in causes):
+        return causes
+    trace = traced(head, probe(length), True)
+    files = [r.file for r in trace.records] if trace is not None else []
+    if not files:
+        return causes
+    line = int(found["line"])
+    context = trace.context.get(files[0], {}) if trace is not None else {}
+    where = SourceLine(file=files[0], line=line, code=found["code"].strip(), context=context)
+    return [c.model_copy(update={"where": where}) if c.id == "own:forbidden_api" else c for c in causes]
 
 
 def _raised_it(raised: dict[str, object] | None, c: Diagnosis) -> bool:
