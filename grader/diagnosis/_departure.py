@@ -247,16 +247,13 @@ def matched(r: Record, stages: dict[str, torch.Tensor]) -> str | None:
     return max(hits, key=lambda s: RANK[s]) if hits else None
 
 
-_T = [PROBE_T]  # the sequence length of the probe being followed (a head that runs at one length only: that)
-
-
-def _stage_shaped(r: Record) -> bool:
+def _stage_shaped(r: Record, T: int) -> bool:
     """A value of a stage's shape: (B, T, *) or K^T's (B, *, T); a (T, T) mask or a row is not one."""
     if not _floating(r):
         return False
     assert r.value is not None
     shape = tuple(r.value.shape)
-    return len(shape) == 3 and shape[0] == PROBE_B and _T[0] in (shape[1], shape[2])
+    return len(shape) == 3 and shape[0] == PROBE_B and T in (shape[1], shape[2])
 
 
 def _neutral(r: Record, tensors: dict[str, torch.Tensor]) -> bool:
@@ -302,6 +299,7 @@ def departures(
 ) -> list[Departure]:
     """Every departure of ``trace`` from the model followed (``chain[0]``, the lecture's, then each mutation's
     as it explains one), in order; the first that no model explains is the last."""
+    T = int(tensors["X"].shape[1])  # the probe's length (a head that runs at one length only: that one)
     derived = _derived(trace)
     level, reached = 0, -1
     good: dict[int, str] = {}
@@ -309,7 +307,7 @@ def departures(
     records = trace.records
     for k, r in enumerate(records):
         stages = chain[level][1]
-        if not _stage_shaped(r):
+        if not _stage_shaped(r, T):
             continue
         hit = matched(r, stages)
         if hit is not None:
@@ -326,12 +324,13 @@ def departures(
         if direct:
             nxt = direct[0]
         elif any(
-            _stage_shaped(x) and (h := matched(x, stages)) is not None and RANK[h] > reached for x in records[k + 1 :]
+            _stage_shaped(x, T) and (h := matched(x, stages)) is not None and RANK[h] > reached
+            for x in records[k + 1 :]
         ):
             continue  # a value on the way to a stage (a manual softmax's exp(s - max))
         else:
             for j in range(level + 1, len(chain)):
-                h = _on_the_way(trace, r, records[k + 1 :], chain[j][1], reached)
+                h = _on_the_way(trace, r, records[k + 1 :], chain[j][1], reached, T)
                 if h is not None:
                     nxt = (j, h)
                     break
@@ -339,7 +338,7 @@ def departures(
             explained = tuple(m for step in chain[level + 1 : nxt[0] + 1] for m in step[0])
         due = nxt[1] if nxt and nxt[1] in stages and matched(r, chain[nxt[0]][1]) else _due(r, stages, reached)
         site = _dropped(trace, r, good, reached) or r
-        viewed = _viewed(trace, r)
+        viewed = _viewed(trace, r, T)
         nan = _nan_source(trace, r, derived)
         if nan is not None:
             words = (
@@ -396,13 +395,13 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
 VIEWS = ("reshape", "view", "contiguous", "clone", "__getitem__", "to", "type_as", "float", "double", "squeeze")
 
 
-def _viewed(trace: Trace, r: Record) -> Record | None:
+def _viewed(trace: Trace, r: Record, T: int) -> Record | None:
     """For a reshape (a view, a copy) of a value of another shape, the line that computed that value."""
     if r.op not in VIEWS or len(r.reads) != 1:
         return None
     by = {f"v:{x.index}": x for x in trace.records}
     x = by.get(r.reads[0])
-    if x is None or _stage_shaped(x) or not _floating(x):
+    if x is None or _stage_shaped(x, T) or not _floating(x):
         return None
     return x
 
@@ -420,13 +419,13 @@ def _nan_source(trace: Trace, r: Record, derived: set[str]) -> Record | None:
 
 
 def _on_the_way(
-    trace: Trace, r: Record, later: list[Record], stages: dict[str, torch.Tensor], reached: int
+    trace: Trace, r: Record, later: list[Record], stages: dict[str, torch.Tensor], reached: int, T: int
 ) -> str | None:
     """The stage (past those reached) that a later value computed from ``r`` matches, if any: ``r`` is on the
     way to it (``.float()`` before a float32 softmax; the softmax before a mask applied after it)."""
     name = f"v:{r.index}"
     for x in later:
-        if not _stage_shaped(x) or name not in _ancestors(trace, x):
+        if not _stage_shaped(x, T) or name not in _ancestors(trace, x):
             continue
         h = matched(x, stages)
         if h is not None and RANK[h] > reached:
@@ -775,7 +774,6 @@ def follow(
             break
         tensors = probe(length)
         tensors = {**tensors, "X": tensors["X"] * scale}
-        _T[0] = tensors["X"].shape[1]
         trace = traced(head, tensors, causal)
         if trace is None:
             continue
