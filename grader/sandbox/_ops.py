@@ -697,7 +697,7 @@ def _array_tracer(trace: _Trace) -> Any:
     if np is None:
         import types
 
-        np = types.SimpleNamespace(ndarray=type(None), array_equal=lambda *a, **k: True)  # aliases only
+        np = types.SimpleNamespace(ndarray=type("NoArray", (), {}), array_equal=lambda *a, **k: True)  # aliases only
     state: dict[int, tuple[int, dict[str, Any]]] = {}
     known: dict[int, dict[str, str]] = {}  # frame -> the locals bound to an input tensor, as last seen
 
