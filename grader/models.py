@@ -66,7 +66,8 @@ class Departure(_Strict):
     stage: str = Field(description="The lecture's stage due there: Q, K, V, scores, scaled, masked, weights or out.")
     description: str = Field(description="How the value differs from that stage, in the lecture's words.")
     expected: list[list[float | None]] | None = Field(
-        default=None, description="The stage on the grader's probe (batch 0; a matrix), None for non-finite entries."
+        default=None,
+        description="The stage on the grader's probe (batch 0, its top-left 8 x 8 at most); None: not finite.",
     )
     produced: list[list[float | None]] | None = Field(
         default=None, description="What the student's line produced on the same probe."

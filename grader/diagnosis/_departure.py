@@ -222,16 +222,13 @@ def models(
 
 
 def _equal(a: torch.Tensor, b: torch.Tensor, rtol: float = RTOL, atol: float = ATOL) -> bool:
+    """Equal within ``rtol`` of the largest finite entry, with NaN where the other has NaN and the same
+    infinities (allclose: inf equals only inf of its sign, NaN only NaN with equal_nan)."""
     if a.shape != b.shape:
         return False
     a, b = a.double(), b.double()
-    if not torch.equal(torch.isnan(a), torch.isnan(b)):
-        return False
-    fa, fb = torch.isfinite(a), torch.isfinite(b)
-    if not torch.equal(fa, fb) or not torch.equal(a[~fa & ~torch.isnan(a)], b[~fb & ~torch.isnan(b)]):
-        return False
-    scale = float(b[fb].abs().max()) if bool(fb.any()) else 0.0
-    return bool(torch.allclose(a[fa], b[fb], rtol=rtol, atol=atol + rtol * scale))
+    scale = float(b.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0).abs().max()) if b.numel() else 0.0
+    return bool(torch.allclose(a, b, rtol=rtol, atol=atol + rtol * scale, equal_nan=True))
 
 
 def _floating(r: Record) -> bool:
@@ -305,11 +302,19 @@ def departures(
     good: dict[int, str] = {}
     found: list[Departure] = []
     records = trace.records
+    memo: dict[tuple[int, int], str | None] = {}
+
+    def match(x: Record, stages: dict[str, torch.Tensor]) -> str | None:
+        key = (x.index, id(stages))
+        if key not in memo:
+            memo[key] = matched(x, stages)
+        return memo[key]
+
     for k, r in enumerate(records):
         stages = chain[level][1]
         if not _stage_shaped(r, T):
             continue
-        hit = matched(r, stages)
+        hit = match(r, stages)
         if hit is not None:
             reached = max(reached, RANK[hit])
             good[r.index] = hit
@@ -320,23 +325,22 @@ def departures(
         nxt: tuple[int, str] | None = None
         # a mutation's stage, exactly: a departure even where the probe's values come back to the lecture's
         # (a finite mask constant hides the future keys at ordinary scores)
-        direct = [(j, h) for j in range(level + 1, len(chain)) if (h := matched(r, chain[j][1])) is not None]
+        direct = [(j, h) for j in range(level + 1, len(chain)) if (h := match(r, chain[j][1])) is not None]
         if direct:
             nxt = direct[0]
         elif any(
-            _stage_shaped(x, T) and (h := matched(x, stages)) is not None and RANK[h] > reached
-            for x in records[k + 1 :]
+            _stage_shaped(x, T) and (h := match(x, stages)) is not None and RANK[h] > reached for x in records[k + 1 :]
         ):
             continue  # a value on the way to a stage (a manual softmax's exp(s - max))
         else:
             for j in range(level + 1, len(chain)):
-                h = _on_the_way(trace, r, records[k + 1 :], chain[j][1], reached, T)
+                h = _on_the_way(trace, r, records[k + 1 :], chain[j][1], reached, T, match)
                 if h is not None:
                     nxt = (j, h)
                     break
         if nxt is not None:
             explained = tuple(m for step in chain[level + 1 : nxt[0] + 1] for m in step[0])
-        due = nxt[1] if nxt and nxt[1] in stages and matched(r, chain[nxt[0]][1]) else _due(r, stages, reached)
+        due = nxt[1] if nxt and nxt[1] in stages and match(r, chain[nxt[0]][1]) else _due(r, stages, reached)
         site = _dropped(trace, r, good, reached) or r
         viewed = _viewed(trace, r, T)
         nan = _nan_source(trace, r, derived)
@@ -366,7 +370,7 @@ def departures(
         if nxt is None:
             break
         level = nxt[0]
-        reached = RANK[nxt[1]] if matched(r, chain[level][1]) else reached
+        reached = RANK[nxt[1]] if match(r, chain[level][1]) else reached
     return found
 
 
@@ -419,7 +423,13 @@ def _nan_source(trace: Trace, r: Record, derived: set[str]) -> Record | None:
 
 
 def _on_the_way(
-    trace: Trace, r: Record, later: list[Record], stages: dict[str, torch.Tensor], reached: int, T: int
+    trace: Trace,
+    r: Record,
+    later: list[Record],
+    stages: dict[str, torch.Tensor],
+    reached: int,
+    T: int,
+    match: Callable[[Record, dict[str, torch.Tensor]], str | None] = matched,
 ) -> str | None:
     """The stage (past those reached) that a later value computed from ``r`` matches, if any: ``r`` is on the
     way to it (``.float()`` before a float32 softmax; the softmax before a mask applied after it)."""
@@ -427,7 +437,7 @@ def _on_the_way(
     for x in later:
         if not _stage_shaped(x, T) or name not in _ancestors(trace, x):
             continue
-        h = matched(x, stages)
+        h = match(x, stages)
         if h is not None and RANK[h] > reached:
             return h
     return None
@@ -730,7 +740,22 @@ def _substituted(
 ) -> str | None:
     """'X used where Q = X W_Q belongs': ``v`` is a stage computed with an input, or the wrong projection, in
     place of Q, K or V."""
+    for words, stage in _swapped(tensors, causal):
+        if stage.shape == v.shape and _equal(v, stage):
+            return words
+    return None
+
+
+_SWAPPED: dict[tuple[int, bool], tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]] = {}  # the last probes'
+
+
+def _swapped(tensors: dict[str, torch.Tensor], causal: bool) -> list[tuple[str, torch.Tensor]]:
+    """The stages of the head with an input or the wrong projection in place of Q, K or V, on this probe (kept
+    for the probe being followed: every departure of one trace compares with the same ones)."""
     X, W_Q, W_K, W_V = (tensors[n] for n in ("X", "W_Q", "W_K", "W_V"))
+    kept = _SWAPPED.get((id(X), causal))
+    if kept is not None and kept[0] is X:
+        return kept[1]
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     d_k = W_Q.shape[1]
     swaps: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = [
@@ -743,18 +768,20 @@ def _substituted(
     ]
     T = X.shape[1]
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    out: list[tuple[str, torch.Tensor]] = []
     for words, q, k, val in swaps:
         if q.shape[-1] != k.shape[-1]:
             continue
         raw = q @ k.transpose(-2, -1)
-        for scale in (d_k**-0.5, q.shape[-1] ** -0.5):
+        for scale in dict.fromkeys((d_k**-0.5, q.shape[-1] ** -0.5)):
             s = raw * scale
             m = s.masked_fill(future, float("-inf")) if causal else s
             w = torch.softmax(m, dim=-1)
-            for stage in (raw, s, m, w, w @ val):
-                if stage.shape == v.shape and _equal(v, stage):
-                    return words
-    return None
+            out += [(words, stage) for stage in (raw, s, m, w, w @ val)]
+    if len(_SWAPPED) > 4:
+        _SWAPPED.clear()
+    _SWAPPED[(id(X), causal)] = (X, out)
+    return out
 
 
 def where_of(r: Record) -> dict[str, Any]:

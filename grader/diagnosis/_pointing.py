@@ -9,6 +9,7 @@ traceback. When failing checks stay unexplained and a departure is left, the dep
 
 from __future__ import annotations
 
+import math
 import re
 
 import torch
@@ -88,12 +89,15 @@ def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
     return c.model_copy(update={"where": where, "departure": shown})
 
 
+MATRIX_MAX = 8  # rows and columns of a stage shown beside the line: its top-left corner
+
+
 def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
-    """Batch 0 of a (B, T, *) value as rows; None for non-finite entries."""
+    """Batch 0 of a (B, T, *) value as rows (at most MATRIX_MAX of each); None for non-finite entries."""
     if t is None or t.dim() != 3 or not t.dtype.is_floating_point:
         return None
-    m = t[0].double()
-    return [[float(x) if torch.isfinite(x) else None for x in row] for row in m]
+    rows = t[0, :MATRIX_MAX, :MATRIX_MAX].double().tolist()
+    return [[x if math.isfinite(x) else None for x in row] for row in rows]
 
 
 TRACED = ("computed_in_float32",)  # contract causes that are one decision about the values: a departure shows it
