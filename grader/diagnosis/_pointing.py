@@ -2,9 +2,10 @@
 the diagnosis named, and those no named cause describes made causes of their own.
 
 A mutation found by the search carries the line of the departure its model explains; a known bug or a
-mutation without one carries the first departure left; a crash carries the student's last frame of its
-traceback. When failing checks stay unexplained and a departure is left, the departure itself is the cause
-("departure:<stage>"): its description, its line, the checks it explains, priced by what it breaks.
+mutation without one carries the first departure left; a crash carries the line that raised in one traced
+call; computing outside torch or its graph, the first ``.numpy()`` or ``.detach()``; a forbidden API, the line
+its check found. When failing checks stay unexplained and a departure is left, the departure itself is the
+cause ("departure:<stage>"): its description, its line, the checks it explains, priced by what it breaks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, follow, probe, traced
 from grader.diagnosis._mutations import Combo
-from grader.diagnosis._naming import SELF_CONTAINED
+from grader.diagnosis._naming import LEAKY, SELF_CONTAINED
 from grader.diagnosis._where import SIZE_CRASH
 from grader.head import Head
 from grader.models import CheckResult, Diagnosis, SourceLine
@@ -73,7 +74,8 @@ def point(
 
 
 def _leaky(cid: str) -> str:
-    return {"leaky_mask_fill": "weak_mask_fill", "leaky_mask_constant": "weak_mask_constant"}.get(cid, cid)
+    """The search's id of a mask constant named "leaky" once fitted."""
+    return {leaky: weak for weak, leaky in LEAKY.items()}.get(cid, cid)
 
 
 def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
