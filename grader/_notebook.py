@@ -66,6 +66,9 @@ class Reduction:
     dropped_cells: list[int] = field(default_factory=list)  # code cells of which nothing was kept
     broken_cells: list[int] = field(default_factory=list)  # code cells that do not parse
     notes: list[str] = field(default_factory=list)
+    # the module's line -> (cell number, line in that cell) of the text it was copied from (issue 28: a cause's
+    # line is shown where the student wrote it)
+    lines: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -350,7 +353,7 @@ def reduce_cells(
         body.append(s.text + ("\n" if isinstance(s.node, _DEFS) else ""))
     header = f"# Made by the grader from {origin}: only the definitions the contract names need.\n"
     source = header + "".join(f"{f}\n" for f in future) + "\n".join(body).lstrip("\n") + "\n"
-    red = Reduction(source, unavailable, broken_cells=broken)
+    red = Reduction(source, unavailable, broken_cells=broken, lines=_line_map(header, future, body, stmts, final))
     used_cells = {stmts[i].cell for i in final}
     if origin == "notebook":
         red.dropped_cells = [c.number for c in cells if c.number not in used_cells]
@@ -366,6 +369,29 @@ def reduce_cells(
     for name, package in unavailable.items():
         red.notes.append(f"`{name}` uses {package}, which the grader does not install; {advice(package, provided)}.")
     return red
+
+
+def _line_map(
+    header: str, future: list[str], body: list[str], stmts: list[_Stmt], final: list[int]
+) -> dict[int, tuple[int, int]]:
+    """The reduced module's line -> (cell, line in the cell) for each statement copied verbatim."""
+    joined = "\n".join(body)
+    lead = len(joined) - len(joined.lstrip("\n"))
+    first = 1 + header.count("\n") + len(future)  # the module line where the body starts
+    out: dict[int, tuple[int, int]] = {}
+    offset = 0
+    texts = iter(final)
+    for piece in body:
+        if not piece.startswith("\n# ---- cell "):
+            s = stmts[next(texts)]
+            start = min([s.node.lineno, *(d.lineno for d in getattr(s.node, "decorator_list", []))])
+            at = first + joined.count("\n", 0, offset) - lead
+            n = (s.node.end_lineno or s.node.lineno) - start + 1
+            if s.text.count("\n") + 1 >= n:  # copied line for line (not unparsed)
+                for t in range(n):
+                    out[at + t] = (s.cell, start + t)
+        offset += len(piece) + 1
+    return out
 
 
 def _notebook_notes(

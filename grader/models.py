@@ -43,7 +43,36 @@ class Counterexample(_Strict):
         return f"{', '.join(parts)} ({self.dtype}, seed {self.seed})"
 
 
-CauseKind = Literal["mutation", "known", "crash", "contract", "own"]
+CauseKind = Literal["mutation", "known", "crash", "contract", "own", "departure"]
+
+
+class SourceLine(_Strict):
+    """Where in the student's code a cause shows: the line to look at (issue 28)."""
+
+    file: str = Field(description="The file, relative to the submission (for a notebook, the notebook's name).")
+    line: int = Field(description="1-based line in that file; for a notebook, the line in its cell.")
+    code: str = Field(description="The source text of that line, stripped.")
+    cell: int | None = Field(
+        default=None, description="For a notebook, the cell as the notebook numbers it (In [n] of a kernel's run)."
+    )
+    context: dict[int, str] = Field(
+        default_factory=dict, description="The lines around it (number -> text), for showing it in place."
+    )
+
+
+class Departure(_Strict):
+    """The first value of the student's computation that leaves the lecture's, and the stage it should have been."""
+
+    stage: str = Field(description="The lecture's stage due there: Q, K, V, scores, scaled, masked, weights or out.")
+    description: str = Field(description="How the value differs from that stage, in the lecture's words.")
+    expected: list[list[float | None]] | None = Field(
+        default=None,
+        description="The stage on the grader's probe (batch 0, its top-left 8 x 8 at most); None: not finite.",
+    )
+    produced: list[list[float | None]] | None = Field(
+        default=None, description="What the student's line produced on the same probe."
+    )
+    causal: bool = Field(default=True, description="The causal flag of the traced call.")
 
 
 class Diagnosis(_Strict):
@@ -60,7 +89,8 @@ class Diagnosis(_Strict):
         "student failure stopped several checks; 'contract': a breach of the calling contract (a function not "
         "defined, what the head returns, its dtype, no autograd graph) seen directly; 'own': the failure of a check "
         "whose property belongs to no other check (another function's, the APIs used, the speed, the student's "
-        "tests) that no known bug matches: the check's own observation is the cause.",
+        "tests) that no known bug matches: the check's own observation is the cause; 'departure': no named cause "
+        "matches, and the first value of the student's computation that leaves the lecture's is the cause.",
     )
     explains: list[str] = Field(default_factory=list, description="Ids of the failing checks this cause explains.")
     detail: str | None = Field(
@@ -72,6 +102,12 @@ class Diagnosis(_Strict):
         default=None,
         description="Points this cause cost when the grade counts mistakes (its price in the rubric's [mistakes], "
         "0 when it breaks no graded check); None when the grade counts checks.",
+    )
+    where: SourceLine | None = Field(
+        default=None, description="The student's line this cause shows at (issue 28); None when none was found."
+    )
+    departure: Departure | None = Field(
+        default=None, description="What the grader saw there: the value that left the lecture's computation."
     )
 
 

@@ -193,6 +193,10 @@ class CheckItem(pytest.Item):
         else:
             pointer = wording.pointer(plugin.result, found) if plugin.result is not None else None
             text = found.message + (f"\n{pointer}" if pointer else "")
+            cause = wording.check_where(plugin.result, found) if plugin.result is not None else None
+            if cause is not None and cause.where is not None:
+                text = f"{wording.where_line(cause)}\n{text}"
+                self._at(cause.where.line, cause.where.cell)
         if found.status == "skipped":
             pytest.skip(text)
         if found.status == "failed":
@@ -204,6 +208,13 @@ class CheckItem(pytest.Item):
         if isinstance(excinfo.value, CheckFailed):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo, style=style))
+
+    def _at(self, line: int, cell: int | None) -> None:
+        """This item's location becomes the student's line (issue 28): the report pytest makes next reads it, so
+        an editor jumps there. A notebook's line is in a cell, not the file: the location stays at its top."""
+        if cell is None and self.path.suffix == ".py":
+            path, _, name = self.location
+            self.__dict__["location"] = (path, line - 1, name)  # pytest's location is 0-based and cached here
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, f"step4 check {self.name}"  # line 0: an editor opens the head at its top

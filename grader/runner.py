@@ -26,13 +26,13 @@ from grader.diagnosis._causes import caps
 from grader.diagnosis._where import Where
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, GradeResult, StudentOutput
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.sandbox._pool import Cancelled
 from grader.scoring import tally
-from grader.submission import contract_names, prepare
+from grader.submission import Prepared, contract_names, prepare
 from grader.visuals import collect_visuals, reference_scale
 
 KIT_NOTE = (
@@ -136,7 +136,7 @@ def grade(
             if again and (exam.where.runs_at is not None or exam.where.square):  # run them where the head runs
                 results = _run_at_length(again, exam.where, lambda cid: run(cid, head), results, memo)
                 exam = _examine(results, head, ref, rubric, seed)
-            diagnosis = exam.causes
+            diagnosis = [_as_written(d, sub) for d in exam.causes]
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
@@ -349,6 +349,21 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         thread.join()
+
+
+def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:
+    """A cause's line in the file the student wrote: a notebook's cell and the line in it, or the line of the
+    .py the grader reduced to its definitions (issue 28)."""
+    w = d.where
+    if w is None or not sub.origin or w.file != sub.module_path.name:
+        return d
+    cell, line = sub.lines.get(w.line, (None, None))
+    if line is None:
+        return d.model_copy(update={"where": w.model_copy(update={"file": sub.origin, "context": {}})})
+    context = {n: t for n, t in w.context.items() if sub.lines.get(n, (None,))[0] == cell}
+    shifted = {sub.lines[n][1]: t for n, t in context.items()}
+    moved = {"file": sub.origin, "line": line, "cell": cell if sub.notebook else None, "context": shifted}
+    return d.model_copy(update={"where": w.model_copy(update=moved)})
 
 
 def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> Examination:

@@ -58,6 +58,9 @@ class Prepared:
     unavailable: dict[str, str] = field(default_factory=dict)  # contract name -> the missing package it needs
     provided: list[str] = field(default_factory=list)  # the course's packages (the rubric's), by name
     dropped_cells: list[int] = field(default_factory=list)  # notebook cells not run (1-based, all cells counted)
+    origin: str = ""  # the file the module was made from, when it was reduced (a notebook, a .py): its name
+    lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # module line -> (cell, line in it), reduced
+    notebook: bool = False
 
 
 def contract_names(entry: EntryPoints) -> list[str]:
@@ -301,6 +304,9 @@ def prepare(
             unavailable=dict(reduction.unavailable) if reduction else {},
             provided=provided,
             dropped_cells=list(reduction.dropped_cells) if reduction else [],
+            origin=chosen.name if reduction else "",
+            lines=dict(reduction.lines) if reduction else {},
+            notebook=chosen.suffix == ".ipynb",
         )
     finally:
         private.remove()

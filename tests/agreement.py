@@ -72,7 +72,7 @@ def differences(full: GradeResult, kit: GradeResult) -> list[str]:
         out.append(f"causes {list(a_causes)} vs {list(b_causes)}")
     for cid in a_causes.keys() & b_causes.keys():
         a_d, b_d = a_causes[cid], b_causes[cid]
-        fields = ["kind", "cites", "explains", "deduction", "detail"]
+        fields = ["kind", "cites", "explains", "deduction", "detail", "where", "departure"]  # where: issue 28
         if not all(_timed(x) for x in a_d.explains):  # an own:performance cause quotes the check's timings
             fields += ["title", "hint"]
         for f in fields:

@@ -38,6 +38,7 @@ def test_every_mutation_is_described_once_and_nothing_else_is_called_one() -> No
         "breach:*",
         "package:*",
         "own:*",
+        "departure:*",
     }
     assert cause("crash:gaussian_positional_qk") is cause("crash:*")
 

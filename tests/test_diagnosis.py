@@ -123,7 +123,12 @@ w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill
     torch.ones(X.shape[1], X.shape[1], dtype=torch.bool).triu(1) & causal, float("-inf")), -1)
 return 0.5 * (w @ v), w
 """)
-    assert head_of(halved) == []
+    # no named cause: the departure of its computation is the cause, at its line, in words (issue 28)
+    [own] = head_of(halved)
+    assert (own.id, own.kind) == ("departure:out", "departure")
+    assert own.where is not None and own.where.code == "return 0.5 * (w @ v), w"
+    assert own.departure is not None and own.departure.description == "the output A V times 0.5"
+    assert own.title == "Your head leaves the lecture's computation at the output: the output A V times 0.5"
 
 
 # ---- several bugs at once: the shapes public heads take --------------------------------------------
@@ -217,7 +222,8 @@ def test_fitted_constants_are_named_with_their_value(head_of: Diagnose) -> None:
 def test_a_passing_check_prunes_the_search(head_of: Diagnose) -> None:
     """score_scaling passed, so no scale change may be named: the wrong-scale head then matches nothing."""
     body = MULTI["sqrt_T_float32_softmax"][0]
-    assert head_of(_head(body), [_check("reference_match"), _check("score_scaling", "passed")]) == []
+    found = head_of(_head(body), [_check("reference_match"), _check("score_scaling", "passed")])
+    assert [d.kind for d in found] == ["departure"]  # no named cause; its departure says where (issue 28)
 
 
 # ---- crashes: one cause per failure, every stopped check pointing at it -----------------------------

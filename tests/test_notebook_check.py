@@ -220,6 +220,10 @@ def test_check_in_a_notebook_gives_what_grade_gives(
     frame = re.search(r'srcdoc="([^"]*)"', first.data["text/html"])
     assert frame is not None and html.unescape(frame.group(1)) == render_html(r1)  # the inline report
     assert first.data["text/plain"].splitlines()[-1] == wording.score_line(r1)
+    [cause] = [d for d in r1.diagnosis if d.id == "no_scaling"]  # issue 28: the cell as the kernel numbers it
+    assert cause.where is not None and cause.where.cell == 1
+    assert sources[0].splitlines()[cause.where.line - 1].strip() == cause.where.code
+    assert f", cell 1, line {cause.where.line}: {cause.where.code}" in first.data["text/plain"]
     second = nb.cells[3].outputs
     assert [o.output_type for o in second] == ["display_data", "stream"]  # shown once, then the change line
     assert second[1].text.startswith("Since the last run: ") and "-> passed" in second[1].text

@@ -147,3 +147,18 @@ def test_collecting_lists_the_checks_and_grades_nothing(student: pytest.Pytester
     listed = [ln for ln in result.stdout.lines if "::" in ln and not ln.startswith("test_mine.py::")]
     assert listed == [f"mine.ipynb::{cid}" for cid in enabled]
     assert (student.path / "grades.json").read_text() == "[]"
+
+
+@pytest.mark.slow
+def test_a_failing_items_location_is_the_students_line(pytester: pytest.Pytester) -> None:
+    """Issue 28: a failing check's item is located at the line its cause points at (pytest's location is 0-based:
+    JUnit's xunit1 ``line`` and editors read it), and its text starts with that line."""
+    head = Path(__file__).resolve().parent / "realistic" / "times_sqrt_dk.py"
+    pytester.makepyfile(attention_head=head.read_text(encoding="utf-8"))
+    result = pytester.runpytest_subprocess(
+        "--step4", "-k", "score_scaling", "--junitxml=j.xml", "-o", "junit_family=xunit1", "-p", "no:cacheprovider"
+    )
+    code = "scores = (Q @ K.transpose(-2, -1)) * math.sqrt(d_k)"
+    assert f"At attention_head.py:15: {code}" in result.stdout.str()
+    xml = (pytester.path / "j.xml").read_text(encoding="utf-8")
+    assert re.search(r'<testcase [^>]*name="score_scaling" file="attention_head.py" line="14"', xml), xml

@@ -47,6 +47,7 @@ from grader.diagnosis._ladder import climb, with_mask_constant
 from grader.diagnosis._mutations import Combo, _pick
 from grader.diagnosis._naming import (
     LEAKY,
+    SELF_CONTAINED,
     cause_ids,
     contract_cause,
     known_cause,
@@ -55,6 +56,7 @@ from grader.diagnosis._naming import (
     prices,
     violates,
 )
+from grader.diagnosis._pointing import point
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, reference_matches, search
 from grader.diagnosis._where import (
@@ -163,7 +165,9 @@ def examine(
     causes += _non_finite(_left(failing, causes))
     causes += _own(_left(failing, causes))
     stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
-    return Examination(_explained(_one_choice(causes, slips, bad), failing), where, stopped)
+    combo, fitted = found if found is not None else ((), {})
+    causes = point(head, _one_choice(causes, slips, bad), failing, combo, fitted, where.flags, where.length)
+    return Examination(_explained(causes, failing), where, stopped)
 
 
 def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
@@ -392,18 +396,6 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
     return causes
 
 
-# Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
-# student's own tests): when no known bug matches, the failure is its own cause, charged its own points.
-SELF_CONTAINED = (
-    "gaussian_kernel",
-    "gaussian_qk",
-    "score_scale_experiment",
-    "forbidden_api",
-    "performance",
-    "student_tests",
-    "streaming_softmax",
-    "kv_cache",
-)
 
 
 def _missing(failing: list[CheckResult]) -> list[Diagnosis]:

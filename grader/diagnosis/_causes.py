@@ -34,7 +34,7 @@ class Variant(_Strict):
 
 class Cause(_Strict):
     id: str
-    kind: Literal["mutation", "contract", "crash", "own"]
+    kind: Literal["mutation", "contract", "crash", "own", "departure"]
     title: str = Field(min_length=1)
     hint: str = Field(min_length=1)
     cites: str = Field(min_length=1)

@@ -135,8 +135,12 @@ def forward(
     combo: Combo,
     fit: Fit,
     theirs: torch.Tensor | None = None,
+    stages: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The reference head with ``combo`` applied; None when a fitted constant cannot be fitted.
+
+    ``stages``, when given, is filled with the intermediate values (Q, K, V, scores, scaled, masked, weights,
+    out) that a trace of a head's own computation is compared with (``_departure``).
 
     ``theirs`` (the head's own weights on the same input) is read only to fit constants and, for
     dropout, the pattern of dropped entries (the RNG is not replayed: the kept entries must be scaled
@@ -151,6 +155,8 @@ def forward(
     k = X @ (W_Q if proj == "keys_from_query_projection" else W_K)  # (B, T, d_k)
     v = X if proj == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
     raw = k @ q.transpose(-2, -1) if proj == "scores_transposed" else q @ k.transpose(-2, -1)  # (B, T, T)
+    seen = stages if stages is not None else {}
+    seen.update(Q=q, K=k, V=v, scores=raw)
     future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # (T, T), j > i
     masking = (causal or _pick(combo, "switch") is not None) and mask_m != "no_mask"
     axis = {"softmax_wrong_axis": -2, "softmax_over_batch": 0}.get(smax or "", -1)
@@ -175,11 +181,13 @@ def forward(
         s = rounded
     else:
         s = raw * scale  # (B, T, T)
+    seen["scaled"] = s
     if masking:
         masked = _mask_scores(s, mask_m, future, fit, theirs)
         if masked is None:
             return None
         s = masked
+        seen["masked"] = s
     if _pick(combo, "dtype") == "softmax_in_float32":
         s = s.float()
     if smax == "unstable_softmax":
@@ -201,6 +209,7 @@ def forward(
             return None
         w = torch.where(theirs == 0, torch.zeros_like(w), w / (1 - p))
     out = w @ v  # (B, T, T) x (B, T, d_v) -> (B, T, d_v)
+    seen.update(weights=w, out=out)
     return out, (w.transpose(-2, -1) if proj == "weights_transposed" else w)
 
 

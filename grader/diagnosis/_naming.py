@@ -23,6 +23,19 @@ from grader.oracle import Oracle, load_oracle
 ORDINARY_SCORES = 1e3
 FLOAT16_MAX, FLOAT32_MAX = 65504.0, 3.4028234663852886e38
 LEAKY = {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_constant"}
+# Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
+# student's own tests): when no known bug matches, the failure is its own cause, charged its own points; and no
+# departure of the head's values explains it (issue 28).
+SELF_CONTAINED = (
+    "gaussian_kernel",
+    "gaussian_qk",
+    "score_scale_experiment",
+    "forbidden_api",
+    "performance",
+    "student_tests",
+    "streaming_softmax",
+    "kv_cache",
+)
 
 
 def cause_ids(ref: Oracle | None = None) -> frozenset[str]:

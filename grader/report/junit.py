@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from grader.models import CheckResult, GradeResult
+from grader.models import FAILING, CheckResult, GradeResult
+from grader.report import wording
 
 # XML 1.0 forbids most control characters even when escaped; student output may contain any of them.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -43,7 +44,7 @@ def _counts(checks: list[CheckResult]) -> dict[str, str]:
     }
 
 
-def _testcase(parent: ET.Element, check: CheckResult) -> None:
+def _testcase(parent: ET.Element, check: CheckResult, result: GradeResult) -> None:
     case = ET.SubElement(
         parent,
         "testcase",
@@ -51,6 +52,10 @@ def _testcase(parent: ET.Element, check: CheckResult) -> None:
         name=xml_text(f"{check.id}: {check.title}"),
         time=f"{check.duration_s:.3f}",
     )
+    cause = wording.check_where(result, check) if check.status in FAILING else None
+    if cause is not None and cause.where is not None:  # where the student edits (issue 28): file and line
+        case.set("file", xml_text(cause.where.file))
+        case.set("line", str(cause.where.line))
     first_line = check.message.splitlines()[0] if check.message else check.status
     points = f"{check.score:g}/{check.max_score:g} points"
     if check.status in ("failed", "timeout"):
@@ -63,7 +68,8 @@ def _testcase(parent: ET.Element, check: CheckResult) -> None:
     else:
         return
     node = ET.SubElement(case, tag, message=xml_text(first_line), type=check.status)
-    node.text = xml_text(f"{check.message}\n({points}; {check.cites})")
+    at = f"\n{wording.where_line(cause)}" if cause is not None else ""
+    node.text = xml_text(f"{check.message}{at}\n({points}; {check.cites})")
 
 
 def render_junit(result: GradeResult) -> str:
@@ -85,7 +91,7 @@ def render_junit(result: GradeResult) -> str:
     ):
         ET.SubElement(props, "property", name=name, value=xml_text(value))
     for check in result.checks:
-        _testcase(suite, check)
+        _testcase(suite, check, result)
     if result.output.text:
         out = ET.SubElement(suite, "system-out")
         dropped = f"\n[... {result.output.bytes_dropped} more bytes dropped]" if result.output.truncated else ""

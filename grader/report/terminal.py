@@ -125,9 +125,16 @@ def _causes(result: GradeResult, console: Console, *, table: bool) -> None:
         _line(console, Text(sentence, "bold yellow"), table=table)
     for d in result.diagnosis:
         _line(console, Text(wording.cause_heading(result, d.id), "yellow"), table=table)
-        for line in (d.hint, wording.explains_line(result, d.id), *(d.detail or "").splitlines()):
+        where = wording.where_line(d)
+        if where:
+            _indented(console, Text(where, "bold"), table=table)
+        seen = (wording.seen_line(d),)
+        for line in (*seen, d.hint, wording.explains_line(result, d.id), *(d.detail or "").splitlines()):
             if line:
                 _indented(console, Text(line), table=table)
+    unexplained = wording.unexplained_line(result) if result.diagnosis else None
+    if unexplained:
+        _line(console, Text(unexplained, "yellow"), table=table)
 
 
 def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool = False) -> None:

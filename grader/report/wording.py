@@ -217,3 +217,52 @@ def pointer(result: GradeResult, check: CheckResult) -> str | None:
     if not check.causes:
         return None
     return "Cause: " + "; ".join(cause_line(result, c) for c in check.causes)
+
+
+# ---- where (issue 28): the student's line each cause shows at -------------------------------------
+
+
+def where_line(d: Diagnosis) -> str | None:
+    """'At attention_head.py:14: wei = q @ k.T * C**-0.5' (a notebook: 'At cell 7, line 3: ...'), or None."""
+    w = d.where
+    if w is None:
+        return None
+    at = f"{w.file}, cell {w.cell}, line {w.line}" if w.cell is not None else f"{w.file}:{w.line}"
+    return f"At {at}: {w.code}" if w.code else f"At {at}"
+
+
+def seen_line(d: Diagnosis) -> str | None:
+    """What the grader saw at that line (a departure cause says it in its title already)."""
+    if d.departure is None or d.kind == "departure":
+        return None
+    stage = STAGE_NAMES.get(d.departure.stage, d.departure.stage)
+    return f"Seen there, where the lecture has {stage}: {d.departure.description}."
+
+
+STAGE_NAMES = {
+    "Q": "Q = X W_Q",
+    "K": "K = X W_K",
+    "V": "V = X W_V",
+    "scores": "the scores Q K^T",
+    "scaled": "the scaled scores Q K^T / sqrt(d_k)",
+    "masked": "the masked scores",
+    "weights": "the weights",
+    "out": "the output A V",
+}
+
+
+def unexplained_line(result: GradeResult) -> str | None:
+    """The failing checks no cause explains, said plainly: no named cause and no departure was found."""
+    left = [c.id for c in result.checks if c.status in FAILING and not c.causes]
+    if not left:
+        return None
+    return (
+        f"Not explained: {', '.join(left)}. No named cause matches, and the grader found no value of your "
+        "computation that leaves the lecture's on its probe, so it cannot point at a line for these."
+    )
+
+
+def check_where(result: GradeResult, check: CheckResult) -> Diagnosis | None:
+    """The first cause of a failing ``check`` that says where it shows, or None."""
+    by_id = {d.id: d for d in result.diagnosis}
+    return next((by_id[c] for c in check.causes if c in by_id and by_id[c].where is not None), None)

@@ -560,3 +560,274 @@ def _test_alarm(seconds: float) -> Any:
 
 _OPS["seeded_call"] = op_seeded_call
 _OPS["pytest"] = op_pytest
+
+
+# ----------------------------------------------------------------------------------------------
+# appended: one traced call, for pointing at the line where a head leaves the lecture (issue 28)
+
+TRACE_RECORDS = 400  # records kept per traced call; the rest are counted, not kept
+TRACE_ELEMENTS = 1 << 15  # elements of one recorded value shipped back (a probe's (B, T, T) is 98; at T = 128, 32768)
+TRACE_TOTAL = 1 << 20  # elements of all recorded values together (8 MB of float64 at most)
+_WIRE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)
+
+
+class _Trace:
+    """What one call computed, op by op: each torch function's result (or, for a NumPy head, each array a
+    local variable takes), the first frame in the submission's own files that made it, and which earlier
+    results and inputs it read. Records only; the grader compares."""
+
+    def __init__(self, src_dir: str, inputs: Tensors) -> None:
+        import os
+
+        self.prefix = os.path.join(os.path.realpath(src_dir), "")
+        self.records: list[Header] = []
+        self.values: Tensors = {}
+        self.dropped = 0
+        self.total = 0
+        self.keep: list[Any] = []  # every recorded object stays alive, so that no id is reused meanwhile
+        self.by_id: dict[int, str] = {id(t): f"in:{name}" for name, t in inputs.items()}
+        self.by_storage: dict[tuple[Any, ...], str] = {_storage_key(t): f"in:{n}" for n, t in inputs.items()}
+        self.own: dict[Any, bool] = {}  # code object -> whether it is the submission's
+        self.left: dict[str, Header] = {}  # "numpy", "detach": the first line that left torch or its graph
+        self.aliases: list[Header] = []  # locals bound to an input tensor itself, where
+
+    def mine(self, code: Any) -> bool:
+        import os
+
+        known = self.own.get(code)
+        if known is None:
+            name = code.co_filename
+            path = name if not name.startswith("<") else ""
+            known = bool(path) and os.path.realpath(path).startswith(self.prefix)
+            known = known and code.co_name != "__torch_function__"  # a mode of the submission's own
+            self.own[code] = known
+        return known
+
+    def site(self) -> tuple[str, int, str] | None:
+        """(file relative to the submission, line, source text) of the innermost frame in its own files."""
+        import linecache
+        import os
+        import sys
+
+        f: Any = sys._getframe(2)
+        while f is not None and not self.mine(f.f_code):
+            f = f.f_back
+        if f is None:
+            return None
+        path = f.f_code.co_filename
+        code = linecache.getline(path, f.f_lineno).strip()[:300]
+        return os.path.realpath(path)[len(self.prefix) :], f.f_lineno, code
+
+    def source(self, value: Any) -> str | None:
+        if isinstance(value, torch.Tensor):
+            return self.by_id.get(id(value)) or self.by_storage.get(_storage_key(value))
+        return None
+
+    def add(self, op: str, where: tuple[str, int, str], value: Any, reads: list[str], var: str = "") -> None:
+        if len(self.records) >= TRACE_RECORDS:
+            self.dropped += 1
+            return
+        k = len(self.records)
+        name = f"v:{k}"
+        record: Header = {"op": op[:80], "file": where[0], "line": where[1], "code": where[2], "reads": reads}
+        if var:
+            record["var"] = var[:80]
+        t = value.detach() if isinstance(value, torch.Tensor) else torch.from_numpy(value.copy())
+        record["shape"] = list(t.shape)
+        record["dtype"] = str(t.dtype).removeprefix("torch.")
+        n = t.numel()
+        if t.layout == torch.strided and n <= TRACE_ELEMENTS and self.total + n <= TRACE_TOTAL:
+            if t.dtype not in _WIRE_DTYPES:
+                t = t.to(torch.float64 if t.dtype.is_floating_point or t.dtype.is_complex else torch.int64)
+            if t.dtype.is_complex:
+                t = t.real
+            self.values[name] = t.to("cpu").clone()
+            self.total += n
+            record["value"] = name
+        self.records.append(record)
+        if isinstance(value, torch.Tensor):
+            self.keep.append(value)
+            self.by_id[id(value)] = name
+            self.by_storage[_storage_key(value)] = name
+
+
+def _storage_key(t: torch.Tensor) -> tuple[Any, ...]:
+    try:
+        return (t.untyped_storage().data_ptr(), tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+    except Exception:  # a tensor without storage (meta, a subclass)
+        return (id(t),)
+
+
+def _torch_recorder(trace: _Trace) -> Any:
+    """A TorchFunctionMode recording each torch function the submission calls, at the submission's line."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+
+    class _Recorder(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            name = getattr(func, "__name__", None) or type(func).__name__
+            if name in ("numpy", "detach", "tolist") and name not in trace.left:
+                at = trace.site()
+                if at is not None:
+                    trace.left[name] = {"file": at[0], "line": at[1], "code": at[2]}
+            if not isinstance(result, (torch.Tensor, tuple, list)) and not (result is None and args):
+                return result  # .shape, .dim(), .item(): nothing computed
+            where = trace.site()
+            if where is None:
+                return result
+            leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+            reads = [s for s in (trace.source(x) for x in leaves) if s is not None]
+            if isinstance(result, torch.Tensor) and result is not (args[0] if args else None):
+                trace.add(name, where, result, reads)
+            elif (
+                leaves and isinstance(args[0] if args else None, torch.Tensor) and (result is None or result is args[0])
+            ):
+                if str(trace.source(args[0])).startswith("in:") and "inplace" not in trace.left:
+                    trace.left["inplace"] = {"file": where[0], "line": where[1], "code": where[2]}  # an input written
+                trace.add(name, where, args[0], reads)  # in place (masked_fill_, +=, x[...] = ...): its new value
+            elif isinstance(result, (tuple, list)):
+                for item in result:
+                    if isinstance(item, torch.Tensor):
+                        trace.add(name, where, item, reads)
+            return result
+
+    return _Recorder()
+
+
+def _array_tracer(trace: _Trace) -> Any:
+    """A sys.settrace function following the submission's own frames only: each NumPy array a local variable
+    takes, at the line that gave it (the line executed just before the change was seen), and each local bound
+    to an input tensor itself (``q = X``)."""
+    np = __import__("sys").modules.get("numpy")
+    if np is None:
+        import types
+
+        np = types.SimpleNamespace(ndarray=type("NoArray", (), {}), array_equal=lambda *a, **k: True)  # aliases only
+    state: dict[int, tuple[int, dict[str, Any]]] = {}
+    known: dict[int, dict[str, str]] = {}  # frame -> the locals bound to an input tensor, as last seen
+
+    def snapshot(frame: Any) -> dict[str, Any]:
+        return {k: v for k, v in frame.f_locals.items() if isinstance(v, np.ndarray) and v.dtype.kind in "fcbiu"}
+
+    def aliases(frame: Any) -> dict[str, str]:
+        """Locals that are one of the call's input tensors themselves (``q = X``): no op records them."""
+        return {
+            k: trace.by_id[id(v)] for k, v in frame.f_locals.items() if trace.by_id.get(id(v), "").startswith("in:")
+        }
+
+    def changes(frame: Any) -> None:
+        line, before = state.get(id(frame), (frame.f_lineno, {}))
+        bound = aliases(frame)
+        for var, name in bound.items():
+            if known.get(id(frame), {}).get(var) != name:
+                code = __import__("linecache").getline(frame.f_code.co_filename, line).strip()[:300]
+                path = __import__("os").path.realpath(frame.f_code.co_filename)[len(trace.prefix) :]
+                trace.aliases.append({"var": var[:80], "input": name, "file": path, "line": line, "code": code})
+        known[id(frame)] = bound
+        now = snapshot(frame)
+        for var, arr in now.items():
+            old = before.get(var)
+            if old is None or old[0] is not arr or not np.array_equal(old[1], arr, equal_nan=True):
+                code = __import__("linecache").getline(frame.f_code.co_filename, line).strip()[:300]
+                path = __import__("os").path.realpath(frame.f_code.co_filename)[len(trace.prefix) :]
+                trace.add("=", (path, line, code), arr, [], var=var)
+        state[id(frame)] = (frame.f_lineno, {k: (v, v.copy()) for k, v in now.items()})
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event in ("line", "return"):
+            with torch._C.DisableTorchFunction():  # the recorder's own copies are not the head's ops
+                changes(frame)
+            if event == "return":
+                state.pop(id(frame), None)
+                known.pop(id(frame), None)
+        return local
+
+    def glob(frame: Any, event: str, arg: Any) -> Any:
+        if event == "call" and trace.mine(frame.f_code):
+            with torch._C.DisableTorchFunction():  # the arguments it was given are not its own results
+                state[id(frame)] = (frame.f_lineno, {k: (v, v.copy()) for k, v in snapshot(frame).items()})
+                known[id(frame)] = aliases(frame)
+            return local
+        return None
+
+    return glob
+
+
+def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """One ``module.<fn>(*args, **kwargs)`` call (after seeding, as ``call`` does), traced: ``records`` lists,
+    in order, each tensor a torch function returned in the submission's own code (the op, the submission's
+    file, line and source text, the earlier records and inputs it read, its shape and dtype) and each NumPy
+    array a local variable of the submission's frames took; the values (``v:<k>``, each at most
+    ``TRACE_ELEMENTS`` elements) come back as tensors, and the call's result as ``call`` returns it."""
+    import os
+    import sys
+
+    fn = getattr(module, params["fn"])
+    inputs = _prepare_inputs({"device": "cpu"}, tensors)
+    args = [_arg(s, inputs) for s in params.get("args", [])]
+    kwargs = {k: _arg(s, inputs) for k, s in params.get("kwargs", {}).items()}
+    if params.get("seed") is not None:
+        _seed_all(int(params["seed"]))
+    src = os.path.dirname(os.path.abspath(str(getattr(module, "__file__", "") or ".")))
+    trace = _Trace(src, inputs)
+    tracer = _array_tracer(trace)
+    previous = sys.gettrace()
+    raised: Header | None = None
+    result: Any = None
+    with torch.no_grad(), _torch_recorder(trace):
+        if tracer is not None:
+            sys.settrace(tracer)
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:  # where the submission raised: its own innermost frame
+            raised = _raised_at(trace, exc)
+        finally:
+            if tracer is not None:
+                sys.settrace(previous)
+    out: Tensors = dict(trace.values)
+    header: Header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
+    if raised is not None:
+        header["raised"] = raised
+    header["left"] = trace.left
+    header["aliases"] = trace.aliases[:TRACE_RECORDS]
+    header["context"] = _context(trace, raised)
+    return header, out
+
+
+def _raised_at(trace: _Trace, exc: BaseException) -> Header:
+    """The exception's type and the innermost frame of its traceback in the submission's own files."""
+    import linecache
+    import os
+
+    site: Header = {"type": type(exc).__name__[:200]}
+    tb = exc.__traceback__
+    while tb is not None:
+        if trace.mine(tb.tb_frame.f_code):
+            path = tb.tb_frame.f_code.co_filename
+            site.update(
+                file=os.path.realpath(path)[len(trace.prefix) :],
+                line=tb.tb_lineno,
+                code=linecache.getline(path, tb.tb_lineno).strip()[:300],
+            )
+        tb = tb.tb_next
+    return site
+
+
+def _context(trace: _Trace, raised: Header | None = None, around: int = 3) -> dict[str, dict[str, str]]:
+    """The source lines within ``around`` of every recorded line, per file (for showing a line in place)."""
+    import linecache
+
+    wanted: dict[str, set[int]] = {}
+    for r in [*trace.records, *([raised] if raised and "line" in raised else [])]:
+        wanted.setdefault(r["file"], set()).update(range(max(1, r["line"] - around), r["line"] + around + 1))
+    out: dict[str, dict[str, str]] = {}
+    for name, lines in wanted.items():
+        path = trace.prefix + name
+        text = {str(n): linecache.getline(path, n).rstrip()[:300] for n in sorted(lines)[:2000]}
+        out[name] = {n: t for n, t in text.items() if t or linecache.getline(path, int(n))}
+    return out
+
+
+_OPS["trace"] = op_trace

@@ -1,0 +1,830 @@
+"""Where a head's computation leaves the lecture's, and how (issue 28).
+
+Every head computes the same few intermediate tensors: Q, K, V, the scores Q K^T, the scaled scores, the
+masked scores, the weights and the output. One traced call of the head on a small float64 probe (the worker's
+``trace`` op, through :meth:`grader.head.Head.probe`) records each tensor the submission's own code computes,
+at its line; the error model (``_mutations.forward``) computes the lecture's stages on the same probe, and
+those of every prefix of the mutations found, so no reference code is needed and the student kit does
+exactly the same.
+
+The *departure* is the first recorded value that matches no stage of the model followed so far where one is
+due: it has the shape of a stage, it is computed from the inputs, and no later value comes back to the model
+(a manual softmax's ``exp(s - max)`` matches no stage, but the weights after it do). When a mutation's stage
+explains it, the walk follows that mutation's model on; the first departure nothing explains ends the walk.
+A value that matches the stage that was due but that nothing reads (``s.masked_fill(...)`` without ``s =``)
+is the line to edit, not the one after it.
+
+Everything here is judged in the grader process: the worker only records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from grader.diagnosis._known import PROBE_SEED
+from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward
+from grader.diagnosis._where import ARGS, ATTENTION
+from grader.head import Head, StudentFailure
+
+# the probe: X (B, T, d) = (2, 7, 5), W_Q and W_K (5, 6), W_V (5, 3). Its sizes keep the quantities a head may
+# scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3, 1/2), so a wrong one shows.
+PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
+HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)
+RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
+TITLES = {  # how a cause's title names the stage that departs
+    "Q": "the queries",
+    "K": "the keys",
+    "V": "the values",
+    "K^T": "K^T",
+    "scores": "the scores",
+    "scaled": "the scaled scores",
+    "masked": "the masked scores",
+    "weights": "the weights",
+    "out": "the output",
+}
+NAMES = {
+    "Q": "the queries Q = X W_Q",
+    "K": "the keys K = X W_K",
+    "V": "the values V = X W_V",
+    "K^T": "K^T",
+    "scores": "the scores Q K^T",
+    "scaled": "the scaled scores Q K^T / sqrt(d_k)",
+    "masked": "the masked scores (-inf above the diagonal)",
+    "weights": "the weights softmax(masked scores)",
+    "out": "the output A V",
+}
+# the order a head computes its slots in: a departure is explained by the first mutations in this order
+ORDER = ("projections", "scale", "dtype", "switch", "mask", "softmax", "randomness")
+RTOL, ATOL = 1e-9, 1e-12  # float64 agreement; float32 rounding shows as a departure (described as such)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One value the head computed: the op, where, what it read, and its value (None: over the size cap)."""
+
+    index: int
+    op: str
+    file: str
+    line: int
+    code: str
+    reads: tuple[str, ...]
+    value: torch.Tensor | None
+    var: str = ""
+
+    @property
+    def numpy(self) -> bool:
+        return self.op == "="
+
+
+@dataclass
+class Departure:
+    """The first value that leaves the model followed so far: its record, the stage it should have been, the
+    words that compare them, and the mutations (of those found) whose model it matches (() when none does)."""
+
+    record: Record
+    stage: str
+    description: str
+    expected: torch.Tensor | None
+    explained_by: tuple[str, ...] = ()
+    causal: bool = True
+    context: dict[int, str] = field(default_factory=dict)  # the lines around it, by number
+
+
+@dataclass
+class Trace:
+    records: list[Record]
+    returned: set[str] = field(default_factory=set)
+    context: dict[str, dict[int, str]] = field(default_factory=dict)  # file -> line -> text, near the records
+    raised: dict[str, Any] | None = None  # the exception the call raised: its type, file, line and code
+    left: dict[str, Any] = field(default_factory=dict)  # "numpy", "detach": the first line leaving torch, its graph
+    aliases: list[dict[str, Any]] = field(default_factory=list)  # locals bound to an input itself (q = X)
+
+
+def probe(T: int | None = None) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    shapes = {"X": (PROBE_B, T or PROBE_T, PROBE_D), "W_Q": (PROBE_D, PROBE_DK), "W_K": (PROBE_D, PROBE_DK)}
+    shapes["W_V"] = (PROBE_D, PROBE_DV)
+    return {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in shapes.items()}
+
+
+def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace | None:
+    """The head's own computation on ``tensors``, op by op (None when it raised, hung or is not defined). What
+    the worker says is read defensively: student code ran beside it, so a malformed entry is left out."""
+    try:
+        header, values = head.probe(
+            ATTENTION, ARGS, tensors, seed=PROBE_SEED, op="trace", kwargs={"causal": {"v": causal}}
+        )
+    except StudentFailure:
+        return None
+    if header.get("status") not in (None, "ok") or not isinstance(header.get("records"), list):
+        return None
+    records = []
+    for k, r in enumerate(header["records"]):
+        at = _site(r)
+        if at is None:
+            continue
+        value = values.get(str(r.get("value", "")))
+        reads = r.get("reads")
+        records.append(
+            Record(
+                k,
+                str(r.get("op", ""))[:80],
+                at["file"],
+                at["line"],
+                at["code"],
+                tuple(str(x) for x in reads if isinstance(x, str)) if isinstance(reads, list) else (),
+                value if isinstance(value, torch.Tensor) else None,
+                str(r.get("var", ""))[:80],
+            )
+        )
+    returned = {f"v:{k}" for k, r in enumerate(header["records"]) if _is_returned(r, values, header)}
+    context: dict[str, dict[int, str]] = {}
+    raw = header.get("context")
+    if isinstance(raw, dict):
+        for name, lines in raw.items():
+            if isinstance(lines, dict):
+                context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
+    raised = header.get("raised")
+    raised = {"type": str(raised.get("type", ""))[:200], **(_site(raised) or {})} if isinstance(raised, dict) else None
+    left_raw = header.get("left")
+    left = {str(k): at for k, v in left_raw.items() if (at := _site(v))} if isinstance(left_raw, dict) else {}
+    aliases_raw = header.get("aliases")
+    aliases = [at for a in aliases_raw if (at := _site(a))] if isinstance(aliases_raw, list) else []
+    return Trace(records, returned, context, raised, left, aliases)
+
+
+def _site(entry: Any) -> dict[str, Any] | None:
+    """``{file, line, code}`` of a worker's entry when it is well formed (a line a positive int), else None."""
+    if not isinstance(entry, dict):
+        return None
+    line = entry.get("line")
+    if not isinstance(line, int) or isinstance(line, bool) or not 0 < line < 10**7:
+        return None
+    return {"file": str(entry.get("file", ""))[:200], "line": line, "code": str(entry.get("code", ""))[:300]}
+
+
+def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]) -> bool:
+    """Whether record ``r``'s value is what the call returned (compared by value: the worker ships copies)."""
+    name = r.get("value") if isinstance(r, dict) else None
+    if name not in values:
+        return False
+    result = header.get("result")
+    items = result.get("items", []) if isinstance(result, dict) else []
+    if not isinstance(items, list):
+        return False
+    for item in items:
+        got = values.get(str(item.get("name", ""))) if isinstance(item, dict) else None
+        if got is not None and got.shape == values[name].shape and _equal(values[name], got, 0.0, 0.0):
+            return True
+    return False
+
+
+# ---- the model's stages ----------------------------------------------------------------------------
+
+
+def stages_of(
+    tensors: dict[str, torch.Tensor], causal: bool, combo: Combo, fitted: dict[str, float], theirs: Any
+) -> dict[str, torch.Tensor] | None:
+    """The error model's intermediate values on the probe, with ``combo`` applied (None: not computable)."""
+    seen: dict[str, torch.Tensor] = {}
+    X, W_Q, W_K, W_V = (tensors[n] for n in ("X", "W_Q", "W_K", "W_V"))
+    done = forward(X, W_Q, W_K, W_V, causal, combo, Fit(values=dict(fitted)), theirs, stages=seen)
+    if done is None:
+        return None
+    seen["K^T"] = seen["K"].transpose(-2, -1)
+    if "masked" not in seen:
+        seen.pop("masked", None)
+    return seen
+
+
+def models(
+    tensors: dict[str, torch.Tensor], causal: bool, combo: Combo, fitted: dict[str, float], theirs: Any
+) -> list[tuple[Combo, dict[str, torch.Tensor]]]:
+    """The lecture's stages, then those of each prefix of ``combo`` in the order a head computes them."""
+    ordered = sorted(combo, key=lambda m: ORDER.index(SLOT_OF[m]))
+    out: list[tuple[Combo, dict[str, torch.Tensor]]] = []
+    for n in range(len(ordered) + 1):
+        stages = stages_of(tensors, causal, tuple(ordered[:n]), fitted, theirs)
+        if stages is None:
+            continue
+        if out and stages.keys() == out[-1][1].keys() and all(_equal(stages[s], out[-1][1][s]) for s in stages):
+            continue  # this mutation changes nothing on this probe (the flag, at causal=True)
+        out.append((tuple(ordered[n - 1 : n]), stages))
+    return out
+
+
+# ---- comparing values ------------------------------------------------------------------------------
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor, rtol: float = RTOL, atol: float = ATOL) -> bool:
+    """Equal within ``rtol`` of the largest finite entry, with NaN where the other has NaN and the same
+    infinities (allclose: inf equals only inf of its sign, NaN only NaN with equal_nan)."""
+    if a.shape != b.shape:
+        return False
+    a, b = a.double(), b.double()
+    scale = float(b.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0).abs().max()) if b.numel() else 0.0
+    return bool(torch.allclose(a, b, rtol=rtol, atol=atol + rtol * scale, equal_nan=True))
+
+
+def _floating(r: Record) -> bool:
+    return r.value is not None and r.value.dtype.is_floating_point
+
+
+def matched(r: Record, stages: dict[str, torch.Tensor]) -> str | None:
+    """The latest stage ``r``'s value equals, if any."""
+    if not _floating(r):
+        return None
+    assert r.value is not None
+    hits = [s for s, v in stages.items() if _equal(r.value, v)]
+    return max(hits, key=lambda s: RANK[s]) if hits else None
+
+
+def _stage_shaped(r: Record, T: int) -> bool:
+    """A value of a stage's shape: (B, T, *) or K^T's (B, *, T); a (T, T) mask or a row is not one."""
+    if not _floating(r):
+        return False
+    assert r.value is not None
+    shape = tuple(r.value.shape)
+    return len(shape) == 3 and shape[0] == PROBE_B and T in (shape[1], shape[2])
+
+
+def _neutral(r: Record, tensors: dict[str, torch.Tensor]) -> bool:
+    """An input, or a transpose of one or of Q, V: handled on the way to a stage, never a stage itself."""
+    assert r.value is not None
+    v = r.value
+    X, W_Q, W_K, W_V = (tensors[n] for n in ("X", "W_Q", "W_K", "W_V"))
+    for t in (*tensors.values(), X @ W_Q, X @ W_K, X @ W_V):
+        if _equal(v, t) or (t.dim() >= 2 and _equal(v, t.transpose(-2, -1))):
+            return True
+    return False
+
+
+def _derived(trace: Trace) -> set[str]:
+    """The records computed from the inputs (a NumPy head's arrays all count: their reads are not seen)."""
+    out: set[str] = set()
+    for r in trace.records:
+        if r.numpy or any(x.startswith("in:") or x in out for x in r.reads):
+            out.add(f"v:{r.index}")
+    return out
+
+
+def _ancestors(trace: Trace, r: Record) -> set[str]:
+    by = {f"v:{x.index}": x for x in trace.records}
+    if r.numpy:
+        return {f"v:{x.index}" for x in trace.records if x.index < r.index}
+    seen: set[str] = set()
+    todo = list(r.reads)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by:
+            continue
+        seen.add(name)
+        todo.extend(by[name].reads)
+    return seen
+
+
+# ---- the walk ------------------------------------------------------------------------------------------
+
+
+def departures(
+    trace: Trace, chain: list[tuple[Combo, dict[str, torch.Tensor]]], tensors: dict[str, torch.Tensor], causal: bool
+) -> list[Departure]:
+    """Every departure of ``trace`` from the model followed (``chain[0]``, the lecture's, then each mutation's
+    as it explains one), in order; the first that no model explains is the last."""
+    T = int(tensors["X"].shape[1])  # the probe's length (a head that runs at one length only: that one)
+    derived = _derived(trace)
+    level, reached = 0, -1
+    good: dict[int, str] = {}
+    found: list[Departure] = []
+    records = trace.records
+    memo: dict[tuple[int, int], str | None] = {}
+
+    def match(x: Record, stages: dict[str, torch.Tensor]) -> str | None:
+        key = (x.index, id(stages))
+        if key not in memo:
+            memo[key] = matched(x, stages)
+        return memo[key]
+
+    for k, r in enumerate(records):
+        stages = chain[level][1]
+        if not _stage_shaped(r, T):
+            continue
+        hit = match(r, stages)
+        if hit is not None:
+            reached = max(reached, RANK[hit])
+            good[r.index] = hit
+            continue
+        if f"v:{r.index}" not in derived or _neutral(r, tensors):
+            continue
+        explained: tuple[str, ...] = ()
+        nxt: tuple[int, str] | None = None
+        # a mutation's stage, exactly: a departure even where the probe's values come back to the lecture's
+        # (a finite mask constant hides the future keys at ordinary scores)
+        direct = [(j, h) for j in range(level + 1, len(chain)) if (h := match(r, chain[j][1])) is not None]
+        if direct:
+            nxt = direct[0]
+        elif any(
+            _stage_shaped(x, T) and (h := match(x, stages)) is not None and RANK[h] > reached for x in records[k + 1 :]
+        ):
+            continue  # a value on the way to a stage (a manual softmax's exp(s - max))
+        else:
+            for j in range(level + 1, len(chain)):
+                h = _on_the_way(trace, r, records[k + 1 :], chain[j][1], reached, T, match)
+                if h is not None:
+                    nxt = (j, h)
+                    break
+        if nxt is not None:
+            explained = tuple(m for step in chain[level + 1 : nxt[0] + 1] for m in step[0])
+        due = nxt[1] if nxt and nxt[1] in stages and match(r, chain[nxt[0]][1]) else _due(r, stages, reached)
+        site = _dropped(trace, r, good, reached) or r
+        viewed = _viewed(trace, r, T)
+        nan = _nan_source(trace, r, derived)
+        if nan is not None:
+            words = (
+                f"{describe(r, due, stages, tensors, causal)}; the NaN comes from this constant, which holds NaN "
+                "before it meets the scores (0 * -inf is NaN: build the mask with masked_fill or torch.where)"
+            )
+            found.append(Departure(nan, due, words, stages.get(due), explained, causal))
+        elif (source := _mask_source(trace, r, stages)) is not None and site is r:
+            at = replace(r, file=source.file, line=source.line, code=source.code)
+            found.append(
+                Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
+            )
+        elif site is not r:
+            words = f"{NAMES[good[site.index]]} computed here is never used: nothing after it reads the result"
+            if site.op.endswith("masked_fill") or site.op == "masked_fill":
+                words += " (masked_fill returns a new tensor: assign it, or use masked_fill_)"
+            found.append(Departure(site, good[site.index], words, stages[good[site.index]], explained, causal))
+        else:
+            at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
+            words = describe(r, due, stages, tensors, causal)
+            alias = next((a for a in trace.aliases if words.startswith("X used where")), None)
+            if alias is not None:  # the input bound where a projection belongs: that line
+                at = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
+            found.append(Departure(at, due, words, stages.get(due), explained, causal))
+        if nxt is None:
+            break
+        level = nxt[0]
+        reached = RANK[nxt[1]] if match(r, chain[level][1]) else reached
+    return found
+
+
+def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Record | None:
+    """The line that built the mask a departing masked value was made with, when the mask is what is wrong: a
+    constant added to the scores (``r`` = scaled + it), or the pattern a masked_fill or where applied."""
+    if r.value is None or "scaled" not in stages or r.value.shape != stages["scaled"].shape:
+        return None
+    T = r.value.shape[-1]
+    by = {f"v:{x.index}": x for x in trace.records}
+    earlier = [x for x in trace.records if x.index < r.index] if r.numpy else [by[n] for n in r.reads if n in by]
+    masks = [x for x in earlier if x.value is not None and tuple(x.value.shape[-2:]) == (T, T) and x.value.dim() <= 3]
+    masks = [x for x in masks if x.value is not None and (x.value.shape[0] != PROBE_B or x.value.dim() == 2)]
+    s = stages["scaled"].double()
+    for x in reversed(masks):
+        assert x.value is not None
+        if x.value.dtype.is_floating_point and _equal(r.value, s + x.value.double()):
+            return x
+    words = _masking(r.value, s)
+    if words is None or not words.startswith("hides") or r.numpy:
+        return None
+    pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
+    return pattern[-1] if pattern else None
+
+
+VIEWS = ("reshape", "view", "contiguous", "clone", "__getitem__", "to", "type_as", "float", "double", "squeeze")
+
+
+def _viewed(trace: Trace, r: Record, T: int) -> Record | None:
+    """For a reshape (a view, a copy) of a value of another shape, the line that computed that value."""
+    if r.op not in VIEWS or len(r.reads) != 1:
+        return None
+    by = {f"v:{x.index}": x for x in trace.records}
+    x = by.get(r.reads[0])
+    if x is None or _stage_shaped(x, T) or not _floating(x):
+        return None
+    return x
+
+
+def _nan_source(trace: Trace, r: Record, derived: set[str]) -> Record | None:
+    """The constant (computed from no input) that brought NaN into ``r``, when ``r`` holds NaN."""
+    if r.value is None or not r.value.dtype.is_floating_point or not bool(torch.isnan(r.value).any()):
+        return None
+    by = {f"v:{x.index}": x for x in trace.records}
+    for name in r.reads:
+        x = by.get(name)
+        if x is not None and name not in derived and _floating(x) and bool(torch.isnan(x.value).any()):  # type: ignore[arg-type]
+            return x
+    return None
+
+
+def _on_the_way(
+    trace: Trace,
+    r: Record,
+    later: list[Record],
+    stages: dict[str, torch.Tensor],
+    reached: int,
+    T: int,
+    match: Callable[[Record, dict[str, torch.Tensor]], str | None] = matched,
+) -> str | None:
+    """The stage (past those reached) that a later value computed from ``r`` matches, if any: ``r`` is on the
+    way to it (``.float()`` before a float32 softmax; the softmax before a mask applied after it)."""
+    name = f"v:{r.index}"
+    for x in later:
+        if not _stage_shaped(x, T) or name not in _ancestors(trace, x):
+            continue
+        h = match(x, stages)
+        if h is not None and RANK[h] > reached:
+            return h
+    return None
+
+
+def _due(r: Record, stages: dict[str, torch.Tensor], reached: int) -> str:
+    """The stage ``r`` stands in for: of its shape, the first one after those reached (the last one when none
+    is later)."""
+    assert r.value is not None
+    same = [s for s, v in stages.items() if v.shape == r.value.shape and s != "K^T"]
+    later = sorted((s for s in same if RANK[s] > reached), key=lambda s: RANK[s])
+    earlier = sorted((s for s in same if RANK[s] <= reached), key=lambda s: -RANK[s])
+    best = [s for s in later + earlier if describe_fit(r.value, stages[s]) is not None]
+    return (best or later or earlier or ["out"])[0]
+
+
+def _dropped(trace: Trace, r: Record, good: dict[int, str], reached: int) -> Record | None:
+    """A value matching a stage later than any ``r`` was computed from, that nothing reads (nor returns)."""
+    if r.numpy:
+        return None
+    ancestors = _ancestors(trace, r)
+    before = max((RANK[good[int(a[2:])]] for a in ancestors if int(a[2:]) in good), default=-1)
+    read = {x for q in trace.records for x in q.reads}
+    for q in trace.records:
+        if q.index >= r.index or q.index not in good or q.numpy:
+            continue
+        name = f"v:{q.index}"
+        if RANK[good[q.index]] > before and name not in read and name not in trace.returned:
+            return q
+    return None
+
+
+# ---- the words -------------------------------------------------------------------------------------
+
+
+def _quantity(c: float, d: int, d_k: int, T: int) -> str:
+    """A constant factor named by what it equals: '1/sqrt(d_k)', 'sqrt(d_k)', '1/d_k', ..."""
+    names = {
+        "1/sqrt(d_k)": d_k**-0.5,
+        "sqrt(d_k)": d_k**0.5,
+        "1/d_k": 1 / d_k,
+        "d_k": float(d_k),
+        "1/sqrt(d)": d**-0.5,
+        "sqrt(d)": d**0.5,
+        "1/sqrt(T)": T**-0.5,
+        "sqrt(T)": T**0.5,
+        "1": 1.0,
+        "-1": -1.0,
+    }
+    for name, x in names.items():
+        if math.isclose(c, x, rel_tol=1e-6):
+            return f"{name} = {c:.4g}" if name not in ("1", "-1") else name
+    if c > 0 and math.isclose(c**-2, round(c**-2), rel_tol=1e-6):
+        return f"1/sqrt({round(c**-2)}) = {c:.4g}, a fixed number (d_k = {d_k} here)"
+    return f"{c:.6g}"
+
+
+def describe_fit(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    """A short comparison of ``v`` with ``e`` when one of the simple relations holds (used to pick the stage)."""
+    v, e = v.double(), e.double()
+    for how in _RELATIONS:
+        said = how(v, e)
+        if said is not None:
+            return said
+    return None
+
+
+def _float32(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape or not _equal(v, e, 1e-5, 1e-7):
+        return None
+    return "equal to it only to float32 accuracy (about 1e-7 relative): it was computed in float32"
+
+
+def _factor(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape:
+        return None
+    v, e = v.double(), e.double()
+    ok = torch.isfinite(v) & torch.isfinite(e) & (e.abs() > 1e-9)
+    if not bool(ok.any()) or not torch.equal(torch.isfinite(v), torch.isfinite(e)):
+        return None
+    ratios = v[ok] / e[ok]
+    c = float(ratios.median())
+    if math.isclose(c, 1.0, rel_tol=1e-6) or not bool(torch.allclose(ratios, torch.full_like(ratios, c), rtol=1e-7)):
+        return None
+    return f"FACTOR:{c!r}"
+
+
+def _transpose(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.dim() < 2 or v.shape != e.transpose(-2, -1).shape or not _equal(v, e.transpose(-2, -1)):
+        return None
+    return "its transpose: rows and columns (queries and keys) are swapped"
+
+
+def _future(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape or v.dim() != 3 or v.shape[-1] != v.shape[-2]:
+        return None
+    T = v.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1).expand_as(v)
+    if not _equal(v[~future], e[~future]) or _equal(v[future], e[future]):
+        return None
+    seen = v[future]
+    if bool(torch.isneginf(seen).all()) and bool(torch.isfinite(e[future]).all()):
+        return "-inf above the diagonal: the future keys are masked although causal=False asks for the unmasked head"
+    if bool(torch.isnan(seen).any()):
+        return "NaN above the diagonal where the lecture has " + _what(e[future])
+    if bool(torch.isfinite(seen).all()) and bool((seen == seen.flatten()[0]).all()):
+        return (
+            f"{float(seen.flatten()[0]):.6g} above the diagonal (the future keys j > i) where the lecture has "
+            + _what(e[future])
+        )
+    return "the future keys (j > i) not masked: above the diagonal it holds values where the lecture has " + _what(
+        e[future]
+    )
+
+
+def _what(x: torch.Tensor) -> str:
+    if bool(torch.isneginf(x).all()):
+        return "-inf"
+    if bool((x == 0).all()):
+        return "0"
+    return "other values"
+
+
+def _nan(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape:
+        return None
+    bad = torch.isnan(v) & ~torch.isnan(e)
+    if not bool(bad.any()):
+        return None
+    return f"NaN in {int(bad.sum())} of {bad.numel()} entries where the lecture's values are finite"
+
+
+def _rows(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape or v.dim() != 3 or not bool(torch.isfinite(v).all()) or bool((v < 0).any()):
+        return None
+    if not bool(torch.allclose(e.sum(-1), torch.ones_like(e.sum(-1)))):
+        return None  # only weights are rows in the simplex
+    rows = v.sum(-1)
+    if bool(torch.allclose(rows, torch.ones_like(rows), atol=1e-9)):
+        return None
+    for axis, words in (
+        (-2, "its columns sum to 1 (a softmax over dim=-2, the queries)"),
+        (0, "it sums to 1 over the batch (dim=0)"),
+    ):
+        s = v.sum(axis)
+        if bool(torch.allclose(s, torch.ones_like(s), atol=1e-9)):
+            return f"rows that do not sum to 1: {words}"
+    return f"rows that do not sum to 1 (they sum to {float(rows.min()):.4g} to {float(rows.max()):.4g})"
+
+
+def _dropout(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape:
+        return None
+    zeroed = (v == 0) & (e != 0)
+    kept = (v != 0) & (e != 0)
+    if not bool(zeroed.any()) or not bool(kept.any()):
+        return None
+    k = v[kept] / e[kept]
+    c = float(k.median())
+    if not math.isfinite(c) or c <= 1 or not bool(torch.allclose(k, torch.full_like(k, c), rtol=1e-7)):
+        return None
+    p = 1 - 1 / c
+    return f"{int(zeroed.sum())} entries zeroed and the rest scaled by {c:.4g}: dropout with p = {p:.3g} left on"
+
+
+def _clamp(v: torch.Tensor, e: torch.Tensor) -> str | None:
+    if v.shape != e.shape or not bool(torch.isfinite(v).all()):
+        return None
+    differ = ~torch.isclose(v, e, rtol=1e-9, atol=1e-12)
+    if not bool(differ.any()):
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    parts = []
+    floor = differ & torch.isclose(v, torch.full_like(v, lo)) & (e < lo)
+    ceil = differ & torch.isclose(v, torch.full_like(v, hi)) & (e > hi)
+    if not bool((floor | ceil)[differ].all()):
+        return None
+    if bool(floor.any()):
+        parts.append(f"a floor: entries below {lo:.4g} raised to {lo:.4g}")
+    if bool(ceil.any()):
+        parts.append(f"a ceiling: entries above {hi:.4g} cut to {hi:.4g}")
+    return " and ".join(parts) + " (a clamp)"
+
+
+_RELATIONS: tuple[Callable[[torch.Tensor, torch.Tensor], str | None], ...] = (
+    _float32,
+    _factor,
+    _transpose,
+    _clamp,
+    _future,
+    _dropout,
+    _rows,
+    _nan,
+)
+
+
+def describe(
+    r: Record, due: str, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
+) -> str:
+    """``r``'s value compared with the stage ``due`` it should have been, in the lecture's words."""
+    assert r.value is not None
+    v = r.value
+    T, d, d_k = tensors["X"].shape[1], tensors["X"].shape[-1], tensors["W_Q"].shape[1]
+    if due == "masked" and "masked" not in stages:
+        due = "scaled"  # causal=False: the scaled scores go into the softmax unmasked
+    name = NAMES.get(due, due)
+    substituted = _substituted(v, stages, tensors, causal)
+    if substituted is not None:
+        return substituted
+    expected = stages.get(due)
+    if expected is None:
+        return f"a value where {name} is due"
+    for stage in ("masked", "scaled"):
+        if stage in stages and v.shape == stages[stage].shape and _equal(v, torch.exp(stages[stage])):
+            return (
+                "exp of the scores without first subtracting each row's max: it overflows to inf at large "
+                "scores (Proposition 5.1 allows the shift)"
+            )
+    if due == "masked" and "scaled" in stages:
+        masking = _masking(v, stages["scaled"])
+        if masking is not None:
+            return masking
+    said = describe_fit(v, expected)
+    if said is not None and said.startswith("FACTOR:"):
+        c = float(said.removeprefix("FACTOR:"))
+        if due in ("scaled", "masked") and "scores" in stages:
+            scale = c * d_k**-0.5
+            if math.isclose(scale, 1.0, rel_tol=1e-9):
+                return "the scores Q K^T, never divided by sqrt(d_k) (Lemma 5.5)"
+            return (
+                f"the scores times {_quantity(scale, d, d_k, T)} where the lecture scales them by "
+                f"1/sqrt(d_k) = {d_k**-0.5:.4g} (Lemma 5.5)"
+            )
+        return f"{name} times {c:.6g}"
+    if said is not None:
+        return said
+    if due in ("masked", "weights") and causal and not _has_future_mask(v):
+        return "the future keys (j > i) are not masked: the scores enter the softmax unmasked"
+    diff = (v.double() - expected.double()).abs() if v.shape == expected.shape else None
+    if diff is not None and bool(torch.isfinite(diff).any()):
+        return f"differs from {name} (largest difference {float(diff[torch.isfinite(diff)].max()):.3g})"
+    return f"differs from {name}"
+
+
+def _masking(v: torch.Tensor, s: torch.Tensor) -> str | None:
+    """How the entries ``v`` hides (those it changed from the scaled scores ``s``) differ from the future keys."""
+    if v.shape != s.shape or v.dim() != 3:
+        return None
+    T = v.shape[-1]
+    v, s = v.double(), s.double()
+    hidden = ~torch.isclose(v, s, rtol=1e-9, atol=1e-12)  # (B, T, T)
+    if not bool((hidden == hidden[:1]).all()) or bool(hidden.all()):
+        return None
+    h = hidden[0]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    fill = v[hidden]
+    if torch.equal(h, future):
+        if bool(torch.isneginf(fill).all()):
+            return None
+        added = (v - s)[hidden]
+        if bool(torch.isfinite(fill).all()) and bool((fill == fill[0]).all()):
+            return (
+                f"the future keys filled with {float(fill[0]):.6g} instead of -inf: a finite fill hides them only "
+                "while the scores stay small"
+            )
+        if bool(torch.isfinite(added).all()) and bool(torch.allclose(added, added[0].expand_as(added), rtol=1e-6)):
+            return (
+                f"{float(added[0]):.6g} added to the future keys instead of -inf: at large scores it no longer hides "
+                "them"
+            )
+        if bool(torch.isnan(fill).any()):
+            return "NaN in the future keys where the lecture has -inf (0 * -inf is NaN)"
+        return None
+    which = {
+        "the diagonal too (j >= i): each query is kept from itself": torch.ones(T, T, dtype=torch.bool).triu(),
+        "only j > i + 1: key i + 1 leaks through (the mask starts one place late)": future.triu(2),
+        "the past (j < i) instead of the future: the mask is transposed": future.T,
+        "everything the lecture keeps (j <= i): the mask is inverted": ~future,
+    }
+    for words, pattern in which.items():
+        if torch.equal(h, pattern):
+            return f"hides {words}"
+    if not bool(h.any()):
+        return None
+    return (
+        f"hides {int(h.sum())} of the {T * T} entries of each batch element where the lecture hides the "
+        f"{int(future.sum())} future ones"
+    )
+
+
+def _has_future_mask(v: torch.Tensor) -> bool:
+    if v.dim() != 3 or v.shape[-1] != v.shape[-2]:
+        return True
+    future = torch.ones(v.shape[-1], v.shape[-1], dtype=torch.bool).triu(1).expand_as(v)
+    return bool(torch.isneginf(v[future]).all() or (v[future] == 0).all())
+
+
+def _substituted(
+    v: torch.Tensor, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
+) -> str | None:
+    """'X used where Q = X W_Q belongs': ``v`` is a stage computed with an input, or the wrong projection, in
+    place of Q, K or V."""
+    for words, stage in _swapped(tensors, causal):
+        if stage.shape == v.shape and _equal(v, stage):
+            return words
+    return None
+
+
+_SWAPPED: dict[tuple[int, bool], tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]] = {}  # the last probes'
+
+
+def _swapped(tensors: dict[str, torch.Tensor], causal: bool) -> list[tuple[str, torch.Tensor]]:
+    """The stages of the head with an input or the wrong projection in place of Q, K or V, on this probe (kept
+    for the probe being followed: every departure of one trace compares with the same ones)."""
+    X, W_Q, W_K, W_V = (tensors[n] for n in ("X", "W_Q", "W_K", "W_V"))
+    kept = _SWAPPED.get((id(X), causal))
+    if kept is not None and kept[0] is X:
+        return kept[1]
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    d_k = W_Q.shape[1]
+    swaps: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = [
+        ("X used where Q = X W_Q and K = X W_K belong: W_Q and W_K are never applied", X, X, V),
+        ("X used where Q = X W_Q belongs: W_Q is never applied", X, K, V),
+        ("X used where K = X W_K belongs: W_K is never applied", Q, X, V),
+        ("X W_Q used where K = X W_K belongs: the keys come from the query projection", Q, Q, V),
+        ("X W_K used where Q = X W_Q belongs: the queries come from the key projection", K, K, V),
+        ("X used where V = X W_V belongs: W_V is never applied", Q, K, X),
+    ]
+    T = X.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    out: list[tuple[str, torch.Tensor]] = []
+    for words, q, k, val in swaps:
+        if q.shape[-1] != k.shape[-1]:
+            continue
+        raw = q @ k.transpose(-2, -1)
+        for scale in dict.fromkeys((d_k**-0.5, q.shape[-1] ** -0.5)):
+            s = raw * scale
+            m = s.masked_fill(future, float("-inf")) if causal else s
+            w = torch.softmax(m, dim=-1)
+            out += [(words, stage) for stage in (raw, s, m, w, w @ val)]
+    if len(_SWAPPED) > 4:
+        _SWAPPED.clear()
+    _SWAPPED[(id(X), causal)] = (X, out)
+    return out
+
+
+def where_of(r: Record) -> dict[str, Any]:
+    return {"file": r.file, "line": r.line, "code": r.code}
+
+
+def follow(
+    head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[bool] = (True, False), length: int | None = None
+) -> list[Departure]:
+    """The departures of the head's own computation on the probe, at causal=True and, when that shows none
+    or the causal flag is in question, at causal=False too (a head that ignores the flag departs only there)."""
+    found: list[Departure] = []
+    for causal, scale in [(f, 1.0) for f in flags] + [(True, HUGE)]:
+        if scale == HUGE and found:
+            break  # only when nothing departs at ordinary scores: a finite mask constant shows at huge ones
+        if not causal and found and "causal_flag_ignored" not in combo:
+            break
+        tensors = probe(length)
+        tensors = {**tensors, "X": tensors["X"] * scale}
+        trace = traced(head, tensors, causal)
+        if trace is None:
+            continue
+        theirs = _returned_weights(trace)
+        chain = models(tensors, causal, combo, fitted, theirs)
+        if not chain:
+            continue
+        for dep in departures(trace, chain, tensors, causal):
+            dep.context = trace.context.get(dep.record.file, {})
+            same = (dep.record.file, dep.record.line, dep.explained_by)
+            if not any((f.record.file, f.record.line, f.explained_by) == same for f in found):
+                found.append(dep)
+    return found
+
+
+def _returned_weights(trace: Trace) -> torch.Tensor | None:
+    """The weights the traced call returned, which a dropout model reads its dropped entries off."""
+    for r in reversed(trace.records):
+        name = f"v:{r.index}"
+        if (
+            name in trace.returned
+            and r.value is not None
+            and r.value.dim() == 3
+            and r.value.shape[-1] == r.value.shape[-2]
+        ):
+            return r.value.double()
+    return None

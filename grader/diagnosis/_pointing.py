@@ -1,0 +1,191 @@
+"""Every cause says where (issue 28): the departures of the head's traced computation, attached to the causes
+the diagnosis named, and those no named cause describes made causes of their own.
+
+A mutation found by the search carries the line of the departure its model explains; a known bug or a
+mutation without one carries the first departure left; a crash carries the line that raised in one traced
+call; computing outside torch or its graph, the first ``.numpy()`` or ``.detach()``; a forbidden API, the line
+its check found. When failing checks stay unexplained and a departure is left, the departure itself is the
+cause ("departure:<stage>"): its description, its line, the checks it explains, priced by what it breaks.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+from grader.diagnosis._causes import cause
+from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, follow, probe, traced
+from grader.diagnosis._mutations import Combo
+from grader.diagnosis._naming import LEAKY, SELF_CONTAINED
+from grader.diagnosis._where import SIZE_CRASH
+from grader.head import Head
+from grader.models import CheckResult, Diagnosis, SourceLine
+from grader.models import Departure as Shown
+
+# checks a departure of the head's values does not explain: the self-contained ones, and the calling contract
+NOT_VALUES = (*SELF_CONTAINED, "interface", "input_mutation")
+
+
+def point(
+    head: Head,
+    causes: list[Diagnosis],
+    failing: list[CheckResult],
+    combo: Combo,
+    fitted: dict[str, float],
+    flags: tuple[bool, ...] = (True, False),
+    length: int | None = None,
+) -> list[Diagnosis]:
+    """``causes`` each with its line, and a cause for a departure no named cause describes."""
+    out = _forbidden_lines(head, _left_torch(head, _crash_lines(head, causes, length), length), failing, length)
+    valued = [c for c in failing if c.id not in NOT_VALUES]
+    if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
+        return out
+    found = follow(head, combo, fitted, flags, length)
+    left = list(found)
+    for k, c in enumerate(out):
+        if c.kind != "mutation":
+            continue
+        mine = next((d for d in left if c.id in d.explained_by or _leaky(c.id) in d.explained_by), None)
+        if mine is not None:
+            left.remove(mine)
+            out[k] = _with(c, mine)
+    for k, c in enumerate(out):
+        if (c.kind in ("mutation", "known") or c.id in TRACED) and c.where is None and left:
+            out[k] = _with(c, left.pop(0))
+    explained = {x for c in out for x in c.explains}
+    unexplained = [c.id for c in valued if c.id not in explained]
+    if unexplained and left:
+        dep = left[0]
+        stage = dep.stage
+        title, hint, cites = cause(f"departure:{stage}").words(
+            stage=TITLES.get(stage, stage),
+            stage_name=NAMES.get(stage, stage),
+            description=dep.description,
+            line=dep.record.line,
+            file=dep.record.file,
+        )
+        made = Diagnosis(
+            id=f"departure:{stage}", title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained
+        )
+        out.append(_with(made, dep))
+    return out
+
+
+def _leaky(cid: str) -> str:
+    """The search's id of a mask constant named "leaky" once fitted."""
+    return {leaky: weak for weak, leaky in LEAKY.items()}.get(cid, cid)
+
+
+def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
+    r = dep.record
+    where = SourceLine(file=r.file, line=r.line, code=r.code, context=dict(dep.context))
+    shown = Shown(
+        stage=dep.stage,
+        description=dep.description,
+        expected=_matrix(dep.expected),
+        produced=_matrix(r.value),
+        causal=dep.causal,
+    )
+    return c.model_copy(update={"where": where, "departure": shown})
+
+
+MATRIX_MAX = 8  # rows and columns of a stage shown beside the line: its top-left corner
+
+
+def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
+    """Batch 0 of a (B, T, *) value as rows (at most MATRIX_MAX of each); None for non-finite entries."""
+    if t is None or t.dim() != 3 or not t.dtype.is_floating_point:
+        return None
+    rows = t[0, :MATRIX_MAX, :MATRIX_MAX].double().tolist()
+    return [[x if math.isfinite(x) else None for x in row] for row in rows]
+
+
+TRACED = ("computed_in_float32",)  # contract causes that are one decision about the values: a departure shows it
+LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
+
+
+def _leaving(c: Diagnosis) -> tuple[str, ...]:
+    """Where a cause shows that no departure of the values does: leaving torch (``.numpy()``), its graph
+    (``.detach()``, for a known bug that breaks only the gradients), or writing into an input."""
+    if c.id in LEAVING:
+        return LEAVING[c.id]
+    if c.kind == "known" and c.explains and set(c.explains) <= {"gradient_blocks", "interface"}:
+        return ("inplace", "detach") if "interface" in c.explains else ("detach",)
+    return ()
+
+
+def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+    """Computing outside torch, or without its graph, at the first line that leaves it (``.numpy()``,
+    ``.detach()``) in one traced call."""
+    if not any(_leaving(c) and c.where is None for c in causes):
+        return causes
+    trace = traced(head, probe(length), True)
+    if trace is None:
+        return causes
+    out = []
+    for c in causes:
+        site = next((trace.left[k] for k in _leaving(c) if k in trace.left), None)
+        if site is not None and c.where is None:
+            context = trace.context.get(str(site["file"]), {})
+            where = SourceLine(file=str(site["file"]), line=int(site["line"]), code=str(site["code"]), context=context)
+            c = c.model_copy(update={"where": where})
+        out.append(c)
+    return out
+
+
+_IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")
+
+
+def _forbidden_lines(
+    head: Head, causes: list[Diagnosis], failing: list[CheckResult], length: int | None
+) -> list[Diagnosis]:
+    """The forbidden API's own cause at the line the check found it on in the source; the file is the one the
+    head's traced call ran in (the check reads the module the grader imports)."""
+    message = next((c.message for c in failing if c.id == "forbidden_api"), "")
+    found = _IN_SOURCE.search(message)
+    if found is None or not any(c.id == "own:forbidden_api" and c.where is None for c in causes):
+        return causes
+    trace = traced(head, probe(length), True)
+    files = [r.file for r in trace.records] if trace is not None else []
+    if not files:
+        return causes
+    line = int(found["line"])
+    context = trace.context.get(files[0], {}) if trace is not None else {}
+    where = SourceLine(file=files[0], line=line, code=found["code"].strip(), context=context)
+    return [c.model_copy(update={"where": where}) if c.id == "own:forbidden_api" else c for c in causes]
+
+
+def _raised_it(raised: dict[str, object] | None, c: Diagnosis) -> bool:
+    """Whether the traced call raised the exception crash ``c`` names."""
+    kind = str((raised or {}).get("type") or "")
+    return bool(kind) and kind in f"{c.title} {c.detail}"
+
+
+def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+    """Each crash at the student's line that raised: the innermost frame in the submission of one traced call
+    on the probe (at the length that crashes, for a head that runs at one length only), when it raised the
+    exception the crash names."""
+    crashes = [c for c in causes if c.kind == "crash" and c.where is None]
+    if not crashes:
+        return causes
+    sites = []
+    sized = any(c.id == SIZE_CRASH for c in crashes)  # it raises at other lengths: try some
+    for T in dict.fromkeys([PROBE_T, *((length + 1,) if length else ()), *((1, 129, 257, 513) if sized else ())]):
+        trace = traced(head, probe(T), True)
+        if trace is not None and trace.raised and "line" in trace.raised:
+            sites.append(trace)
+            break
+    out = []
+    for c in causes:
+        site = next((t for t in sites if c in crashes and _raised_it(t.raised, c)), None)
+        if site is not None and site.raised is not None:
+            r = site.raised
+            at = SourceLine(
+                file=str(r["file"]), line=int(r["line"]), code=str(r.get("code", "")),
+                context=site.context.get(str(r["file"]), {}),
+            )  # fmt: skip
+            c = c.model_copy(update={"where": at})
+        out.append(c)
+    return out
