@@ -39,6 +39,7 @@ def point(
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes."""
     out = _forbidden_lines(head, _left_torch(head, _crash_lines(head, causes, length), length), failing, length)
+    out = _return_lines(head, out, length)
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
         return out
@@ -102,7 +103,9 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
     return [[x if math.isfinite(x) else None for x in row] for row in rows]
 
 
-TRACED = ("computed_in_float32",)  # contract causes that are one decision about the values: a departure shows it
+# contract causes that are one decision about the values: a departure shows it (outputs with no finite number: the
+# first value that lost them, e.g. the 0 * -inf of an additive mask)
+TRACED = ("computed_in_float32", "non_finite_outputs")
 LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
 
 
@@ -133,6 +136,23 @@ def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list
             c = c.model_copy(update={"where": where})
         out.append(c)
     return out
+
+
+RETURNING = ("one_value_breach",)  # a returned value that breaks the contract: the line that returns it
+
+
+def _return_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+    """A breach of what the head returns at the line that returns it: the last value of one traced call that
+    the head returned (``return att @ v, None`` or ``return softmax(...) @ v``)."""
+    if not any(c.id in RETURNING and c.where is None for c in causes):
+        return causes
+    trace = traced(head, probe(length), True)
+    last = [r for r in trace.records if f"v:{r.index}" in trace.returned] if trace is not None else []
+    if trace is None or not last:
+        return causes
+    r = last[-1]
+    where = SourceLine(file=r.file, line=r.line, code=r.code, context=trace.context.get(r.file, {}))
+    return [c.model_copy(update={"where": where}) if c.id in RETURNING and c.where is None else c for c in causes]
 
 
 _IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")
