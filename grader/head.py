@@ -97,32 +97,92 @@ class HeadCall:
 
 @dataclass(frozen=True)
 class NonFinite:
-    """A call whose out or weights hold no finite number although its inputs are finite: a property judged
-    on that call was not observed (NaN compares bit-equal with NaN, and every bound is false of it)."""
+    """A call whose out or weights hold non-finite entries although its inputs are finite: a property judged
+    on those entries was not observed there (NaN compares bit-equal with NaN, and every bound is false of it).
+    ``partial``: only some entries are non-finite (``rows`` says which), so a check saw its property on the
+    finite rows alone."""
 
     case: Case
     causal: bool
     what: str  # "out and weights", "weights", ...
     kind: str  # "NaN", "infinite", "NaN or infinite"
+    partial: bool = False
+    rows: str = ""  # where the non-finite entries are, for a partial record
 
     @property
     def size(self) -> int:
         return self.case.X.numel()
 
     def said(self) -> str:
+        if self.partial:
+            return f"{self.rows} {'is' if ' and ' not in self.rows else 'are'} {self.kind}"
         return f"every entry of {self.what} is {self.kind}"
 
 
-def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tensor) -> NonFinite | None:
-    """The record of a call with finite inputs whose out or weights hold no finite number; None otherwise."""
+def _kind(ts: list[torch.Tensor]) -> str:
+    bad = [t[~torch.isfinite(t)] for t in ts]
+    if all(bool(torch.isnan(b).all()) for b in bad):
+        return "NaN"
+    return "infinite" if not any(bool(torch.isnan(b).any()) for b in bad) else "NaN or infinite"
+
+
+def _rows(what: str, t: torch.Tensor) -> str:
+    """Which rows of ``t`` (B, T, n) hold a non-finite entry: "rows 0-6 of out (of T = 8, every batch element)"."""
+    one = t.dim() < 3  # (T, n): one batch element's rows
+    bad = (~torch.isfinite(t[None] if one else t)).flatten(2).any(-1)  # (B, T)
+    first = int(bad.any(-1).nonzero()[0])
+    rows = [int(i) for i in bad[first].nonzero().flatten()]
+    spans, start = [], rows[0]
+    for a, b in zip(rows, [*rows[1:], None]):
+        if b != a + 1:
+            spans.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b if b is not None else start
+    where = "" if one else ", every batch element" if bool((bad == bad[first]).all()) else f", batch element {first}"
+    n = "row" if len(rows) == 1 else "rows"
+    return f"{n} {', '.join(spans[:6])}{', ...' if len(spans) > 6 else ''} of {what} (of T = {bad.shape[-1]}{where})"
+
+
+def _row_words(said: str) -> str:
+    return said.split(" of ", 1)[0]
+
+
+def _same_rows(some: list[tuple[str, torch.Tensor]]) -> bool:
+    """Whether out and weights hold their non-finite entries in the same rows."""
+    a, b = ((~torch.isfinite(t)).flatten(2).any(-1) for _, t in some)
+    return a.shape == b.shape and bool((a == b).all())
+
+
+def compared_non_finite(case: Case, causal: bool, what: str, a: torch.Tensor, b: torch.Tensor) -> NonFinite | None:
+    """The record of a comparison of ``a`` with ``b`` (values of the head on finite inputs) in which either holds
+    a non-finite entry: the property was not observed there (None: every entry compared is finite)."""
     if not all(bool(torch.isfinite(t).all()) for t in case.tensors().values()):
         return None
-    empty = [(what, t) for what, t in (("out", out), ("weights", weights)) if t.numel() and not bool(torch.isfinite(t).any())]
-    if not empty:
+    t = next((t for t in (a, b) if t.numel() and not bool(torch.isfinite(t).all())), None)
+    if t is None:
         return None
-    nan = [bool(torch.isnan(t).all()) for _, t in empty]
-    kind = "NaN" if all(nan) else "infinite" if not any(bool(torch.isnan(t).any()) for _, t in empty) else "NaN or infinite"
-    return NonFinite(case, causal, " and ".join(w for w, _ in empty), kind)
+    return NonFinite(case, causal, what, _kind([t]), True, _rows(what, t))
+
+
+def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tensor) -> NonFinite | None:
+    """The record of a call with finite inputs whose out or weights hold a non-finite entry; None otherwise.
+    A record is ``partial`` when each of them keeps some finite number."""
+    if not all(bool(torch.isfinite(t).all()) for t in case.tensors().values()):
+        return None
+    pairs = (("out", out), ("weights", weights))
+    empty = [(what, t) for what, t in pairs if t.numel() and not bool(torch.isfinite(t).any())]
+    if empty:
+        return NonFinite(case, causal, " and ".join(w for w, _ in empty), _kind([t for _, t in empty]))
+    some = [(what, t) for what, t in pairs if t.numel() and not bool(torch.isfinite(t).all())]
+    if not some:
+        return None
+    said = [_rows(w, t) for w, t in some]
+    if len(some) == 2 and said[0].removeprefix(_row_words(said[0])).startswith(" of out (") and _same_rows(some):
+        said = [said[0].replace(" of out (", " of out and weights (")]
+    rows = " and ".join(said)
+    return NonFinite(case, causal, " and ".join(w for w, _ in some), _kind([t for _, t in some]), True, rows)
+
+
+EACH_REPLY_BYTES = 16 * 2**20  # one request of attention_each answers at most about this much
 
 
 def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
@@ -140,6 +200,7 @@ class Head:
     rng_seed: int | None = None
     current_check: str | None = None  # set by the runner; names the check a timed-out call came from
     non_finite: NonFinite | None = None  # the smallest call of the current check with no finite out or weights
+    part_finite: NonFinite | None = None  # the smallest with some non-finite entries (issue 30: rows unobserved)
 
     def __init__(
         self,
@@ -279,7 +340,7 @@ class Head:
         *,
         causal: bool = True,
         device: str = "cpu",
-        upstream: tuple[torch.Tensor, torch.Tensor] | None = None,
+        upstream: tuple[torch.Tensor | None, torch.Tensor | None] | None = None,
         jacobian_upstream: torch.Tensor | None = None,
         return_inputs: bool = False,
         trace: list[str] | None = None,
@@ -296,9 +357,10 @@ class Head:
         tensors = case.tensors()
         options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "device": device, "repeat": repeat}
         options["seed"] = self.rng_seed if rng is None else rng
-        if upstream is not None:
-            tensors = {**tensors, "u_out": upstream[0], "u_w": upstream[1]}
-            options["grad"] = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {"0": "u_out", "1": "u_w"}}
+        if upstream is not None:  # a None upstream: that value is not differentiated (it broke the contract)
+            ups = {k: (name, u) for k, (name, u) in enumerate(zip(("u_out", "u_w"), upstream)) if u is not None}
+            tensors = {**tensors, **{name: u for name, u in ups.values()}}
+            options["grad"] = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {str(k): n for k, (n, _) in ups.items()}}
         if jacobian_upstream is not None:
             tensors = {**tensors, "u_jac": jacobian_upstream}
             options["jacobian_rows"] = {"wrt": "X", "output": 0, "upstream": "u_jac"}
@@ -324,7 +386,22 @@ class Head:
 
     def attention_each(self, cases: list[Case], *, causal: bool = True) -> list[HeadCall]:
         """``attention(case, causal=causal)`` for every case, in one request: the worker makes the calls one
-        after another, each after the same seeding, so this is exactly the list of single calls."""
+        after another, each after the same seeding, so this is exactly the list of single calls. Long lists
+        go in several requests, so that no reply outgrows the channel's frame cap (255 calls at T = 128 do)."""
+        chunks, size, start = [], 0, 0
+        for k, case in enumerate(cases):
+            s = case.shape  # the reply of one call: out and weights, with room for a wider answer
+            bytes_ = 2 * s.B * s.T * (s.T + max(s.d, s.d_v)) * case.X.element_size()
+            if k > start and size + bytes_ > EACH_REPLY_BYTES:
+                chunks.append(cases[start:k])
+                start, size = k, 0
+            size += bytes_
+        chunks.append(cases[start:])
+        if len(chunks) > 1:
+            return [call for chunk in chunks for call in self._each(chunk, causal)]
+        return self._each(cases, causal)
+
+    def _each(self, cases: list[Case], causal: bool) -> list[HeadCall]:
         fn = "causal_self_attention"
         tensors = {f"{k}:{name}": t for k, case in enumerate(cases) for name, t in case.tensors().items()}
         options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "seed": self.rng_seed, "count": len(cases)}
@@ -370,8 +447,9 @@ class Head:
         call = HeadCall(out, weights, reply.header.get("times", []), reply.header.get("traced", []), broken=broken)
         call.returned_dtypes = (r_out, r_w)
         if self.current_check is not None and (found := non_finite(case, causal, out, weights)) is not None:
-            if self.non_finite is None or found.size < self.non_finite.size:
-                self.non_finite = found
+            kept = "part_finite" if found.partial else "non_finite"
+            if getattr(self, kept) is None or found.size < getattr(self, kept).size:
+                setattr(self, kept, found)
         return call
 
     def traced_calls(self, case: Case, names: list[str]) -> list[str]:

@@ -430,12 +430,16 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
     ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
     ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
     ctx.head.non_finite = None  # the smallest of its calls that returned no finite number (grader/head.py)
+    ctx.head.part_finite = None  # the smallest of its calls that returned some non-finite entries
     try:
         for name in spec.needs:
             ctx.head.require(name, optional=spec.optional)
         verdict = spec.fn(ctx)
         if spec.id not in ON_ANY_VALUES:
-            verdict = observed(verdict, ctx.head.non_finite, ctx)
+            # a check that compares bitwise judges the entries it compared (it may compare slices); another the
+            # whole of every call it made
+            part = ctx.unseen if ctx.compared else ctx.head.part_finite
+            verdict = observed(verdict, ctx.head.non_finite, ctx, part)
     except MissingFunction as exc:
         if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
             text = exc.message[:1].upper() + exc.message[1:] + "."

@@ -252,6 +252,7 @@ def test_a_head_that_takes_one_length_is_judged_there(rubric: Rubric, pool: Work
     # passed, or (numerical_stability, issue 30: every group runs) failed only on its cases of their own length
     assert all(c.status == "passed" or "Your code did not complete this case" in c.message for c in moved)
     [crash] = result.diagnosis
-    assert set(crash.explains) == {"interface", "reference_match", "future_perturbation", "numerical_stability", "performance"}
+    assert set(crash.explains) == {"interface", "reference_match", "numerical_stability", "performance"}
     assert by_id["interface"].status == "error" and not by_id["interface"].notes  # the contract: any T (issue 30)
-    assert by_id["future_perturbation"].status == "error"  # too large a reply at T = 128: not observed, not credited
+    # observed at T = 128: its 255 perturbed calls go in several requests, none past the channel's cap (issue 30)
+    assert by_id["future_perturbation"].status == "passed" and by_id["future_perturbation"] in moved

@@ -16,7 +16,7 @@ from typing import Literal
 
 import torch
 
-from grader.head import Head, HeadCall, NonFinite, StudentFailure
+from grader.head import Head, HeadCall, NonFinite, StudentFailure, compared_non_finite
 from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
 from grader.models import Counterexample, Heatmap
 from grader.oracle import Oracle
@@ -99,6 +99,9 @@ class Ctx:
     compared: int = 0
     observed_finite: int = 0
     vacuous: tuple[Case, bool] | None = None
+    # the smallest comparison of :meth:`same` in which some entry compared was not finite (issue 30: a property is
+    # observed per entry; a check that compares slices judges only what it compared)
+    unseen: NonFinite | None = None
 
     def seed(self, salt: int = 0) -> int:
         return check_seed(self.base_seed, self.check_id, salt)
@@ -123,9 +126,13 @@ class Ctx:
         judge a head at the precision it really has (reference_match alone charges float32 arithmetic)."""
         return narrower(dtype, self.precision())
 
-    def same(self, a: torch.Tensor, b: torch.Tensor, case: Case, causal: bool = True) -> bool:
-        """:func:`same_bits`, tallied: a comparison in which ``a`` holds no finite number observes nothing."""
+    def same(self, a: torch.Tensor, b: torch.Tensor, case: Case, causal: bool = True, what: str = "the values") -> bool:
+        """:func:`same_bits`, tallied: a comparison in which ``a`` holds no finite number observes nothing, one in
+        which ``a`` or ``b`` holds some non-finite entry observes nothing there (``what``: the values' name)."""
         self.compared += 1
+        found = compared_non_finite(case, causal, what, a, b)
+        if found is not None and (self.unseen is None or found.size < self.unseen.size):
+            self.unseen = found
         if a.numel() and bool(torch.isfinite(a).any()):
             self.observed_finite += 1
         elif self.vacuous is None:
@@ -254,12 +261,26 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
     )
 
 
-def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx) -> Verdict:
+def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite | None = None) -> Verdict:
     """``verdict``, unless the head answered one of the check's calls with no finite number (``seen``, the
     smallest such input), or every bitwise comparison of the check compared no finite number (:meth:`Ctx.same`):
     then a pass was not observed (NaN is bit-equal to NaN, a comparison with NaN is false, so invariances and
-    bounds hold of it vacuously) and fails, and a failure says so in a note."""
+    bounds hold of it vacuously) and fails, and a failure says so in a note. ``part``, the smallest call with
+    some non-finite entries: the property was observed on its finite rows alone, so a pass is not observed
+    either (it fails, naming those rows); a failure keeps its words."""
     base_seed = ctx.base_seed
+    if seen is None and part is not None and verdict.status == "failed":
+        example = part.case.counterexample(base_seed, causal=part.causal)
+        verdict.notes.append(f"{NON_FINITE_NOTE}{part.said()} (causal={part.causal}; input {example.describe()})")
+        return verdict
+    if seen is None and part is not None and verdict.status == "passed":
+        return failed(
+            f"{UNOBSERVED}{part.said()} (causal={part.causal}; the smallest such input is below). This check "
+            "observed its property only on the finite entries: NaN compares bit-equal with NaN, and every bound "
+            "is false of it, so it cannot credit the rows it could not see.",
+            counterexample=part.case.counterexample(base_seed, causal=part.causal),
+            notes=verdict.notes,
+        )
     if seen is None and ctx.compared and not ctx.observed_finite and ctx.vacuous is not None:
         case, causal = ctx.vacuous
         if verdict.status == "passed":

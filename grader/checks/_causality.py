@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
+
 import torch
 
-from grader.checks._base import Ctx, Verdict, check, failed, fmt, heatmaps_for, passed, weights_of
-from grader.compare import TOLERANCES, mismatch
+from grader.checks._base import Ctx, Group, Verdict, check, every_group, failed, fmt, heatmaps_for, passed, weights_of
+from grader.compare import TOLERANCES, dtype_name, mismatch
 from grader.head import HeadCall
 from grader.inputs import FAMILIES, Case, Shape, simple_cases
 
@@ -30,23 +33,48 @@ def future_perturbation(ctx: Ctx) -> Verdict:
     """Proposition 4.3: output row i depends only on X_1..X_i, so perturbing X[:, t:] leaves out[:, :t]
     (and the weights of rows < t) bitwise identical, at magnitudes 1 and 1e3."""
     simple = simple_cases(seed=ctx.seed(50))  # float64, magnitude 1: enough for a value-derived mask
-    for dtype in (torch.float64, torch.float32):
-        cases = [*(simple if dtype == torch.float64 else []), *ctx.cases(FAMILIES[1:], dtype=dtype)]
-        for case in cases:
-            magnitudes = MAGNITUDES[: 1 if "simple" in dict(case.params) else None]
-            moves = [(t, m) for t in range(1, case.shape.T) for m in magnitudes]
-            moved = [_perturb_future(case, t, m, ctx.seed(t)) for t, m in moves]
-            base, *calls = ctx.head.attention_each([case, *moved])  # one request, each call seeded alike
-            for (t, magnitude), after, call in zip(moves, moved, calls, strict=True):
+    calls: dict[torch.dtype, list[tuple[Case, list[tuple[int, float, Case]], list[HeadCall]]]] = {}
+
+    def of(dtype: torch.dtype) -> list[tuple[Case, list[tuple[int, float, Case]], list[HeadCall]]]:
+        """Every case of ``dtype`` with its perturbations and the head's calls (one request per case, made
+        once for both magnitudes' groups)."""
+        if dtype not in calls:
+            found = []
+            cases = [*(simple if dtype == torch.float64 else []), *ctx.cases(FAMILIES[1:], dtype=dtype)]
+            for case in cases:
+                magnitudes = MAGNITUDES[: 1 if "simple" in dict(case.params) else None]
+                moves = [(t, m) for t in range(1, case.shape.T) for m in magnitudes]
+                moved = [_perturb_future(case, t, m, ctx.seed(t)) for t, m in moves]
+                perturbed = [(t, m, c) for (t, m), c in zip(moves, moved, strict=True)]
+                found.append((case, perturbed, ctx.head.attention_each([case, *moved])))
+            calls[dtype] = found
+        return calls[dtype]
+
+    def judge(dtype: torch.dtype, magnitude: float) -> Verdict | None:
+        for case, moved, (base, *after_calls) in of(dtype):
+            for (t, m, after), call in zip(moved, after_calls, strict=True):
+                if m != magnitude:
+                    continue
                 for what in base.sound():  # a value that broke the contract is charged by interface alone
                     a, b = getattr(base, what)[:, :t], getattr(call, what)[:, :t]
-                    if not ctx.same(a, b, case):
+                    if not ctx.same(a, b, case, what=f"{what}[:, :{t}]"):
                         text, bb = _future_leak(a, b, call, what, t, magnitude)
                         return failed(
                             text,
                             counterexample=case.counterexample(ctx.base_seed, perturbed_from=t, magnitude=magnitude),
                             heatmaps=heatmaps_for(weights_of(call), ctx.ref.attention(after)[1], batch=bb),
                         )
+        return None
+
+    # Every group runs (issue 30): a leak at magnitude 1e3 only, or in float32 only, is a failure of its own.
+    groups: list[Group] = [
+        (f"{dtype_name(dtype)} inputs, perturbation magnitude {m:g}", partial(judge, dtype, m))
+        for dtype in (torch.float64, torch.float32)
+        for m in MAGNITUDES
+    ]
+    verdict = every_group(groups)
+    if verdict is not None:
+        return verdict
     return passed(
         "Earlier outputs are bitwise unchanged by future perturbations "
         "(simple and random inputs, magnitudes 1 and 1e3)."
@@ -95,36 +123,58 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
     are the derivatives of its own forward pass (central finite differences along random directions)."""
     precision = ctx.precision()
     eps, rtol = FINITE_DIFFERENCE[precision]
-    for case in ctx.cases(FAMILIES[1:4]):
-        s = case.shape
-        g = torch.Generator().manual_seed(case.seed)
-        u = torch.randn(s.B, s.T, s.d_v, generator=g, dtype=torch.float64)
-        u_w = torch.randn(s.B, s.T, s.T, generator=g, dtype=torch.float64)
-        call = ctx.head.attention(case, jacobian_upstream=u, upstream=(u, u_w))
-        J = call.jacobian  # (B, T, B, T, d): grad of <out[b, i], u[b, i]> w.r.t. X
-        assert J is not None
-        for b in range(s.B):
-            for i in range(s.T):
-                future = J[b, i, b, i + 1 :]
-                if bool((future != 0).any()):
-                    j = i + 1 + int((future != 0).any(-1).nonzero()[0])
+    made: dict[int, tuple[Case, HeadCall, tuple[torch.Tensor | None, torch.Tensor | None], torch.Generator]] = {}
+
+    def calls() -> Iterator[tuple[Case, HeadCall, tuple[torch.Tensor | None, torch.Tensor | None], torch.Generator]]:
+        """Each case with the head's differentiated call (made once for both groups)."""
+        for k, case in enumerate(ctx.cases(FAMILIES[1:4])):
+            if k not in made:
+                s = case.shape
+                g = torch.Generator().manual_seed(case.seed)
+                u = torch.randn(s.B, s.T, s.d_v, generator=g, dtype=torch.float64)
+                u_w = torch.randn(s.B, s.T, s.T, generator=g, dtype=torch.float64)
+                # issue 30: a value that broke the contract is not differentiated; the sound one is still judged
+                sound = ctx.head.attention(case).sound()
+                ups = (u if "out" in sound else None, u_w if "weights" in sound else None)
+                call = ctx.head.attention(case, jacobian_upstream=ups[0], upstream=ups)
+                made[k] = (case, call, ups, g)
+            yield made[k]
+
+    def blocks() -> Verdict | None:
+        for case, call, _, _ in calls():
+            J = call.jacobian  # (B, T, B, T, d): grad of <out[b, i], u[b, i]> w.r.t. X; None without a sound out
+            for b in range(case.shape.B if J is not None else 0):
+                for i in range(case.shape.T):
+                    future = J[b, i, b, i + 1 :]
+                    if bool((future != 0).any()):
+                        j = i + 1 + int((future != 0).any(-1).nonzero()[0])
+                        return failed(
+                            "A future input-gradient block is not zero (Proposition 4.3).\n"
+                            f"d <out[{b}, {i}], u> / d X[{b}, {j}] has entries up to "
+                            f"{fmt(float(J[b, i, b, j].abs().max()))} (0 allowed): output row {i} must not "
+                            f"depend on input row {j} > {i}.",
+                            counterexample=case.counterexample(ctx.base_seed),
+                            heatmaps=heatmaps_for(weights_of(call), ctx.ref.attention(case)[1], batch=b),
+                        )
+        return None
+
+    def differences() -> Verdict | None:
+        for case, call, ups, g in calls():
+            for name in ("X", "W_Q", "W_K", "W_V"):
+                problem = _finite_difference(ctx, case, call, name, ups, g, eps, rtol)
+                if problem is not None:
                     return failed(
-                        "A future input-gradient block is not zero (Proposition 4.3).\n"
-                        f"d <out[{b}, {i}], u> / d X[{b}, {j}] has entries up to "
-                        f"{fmt(float(J[b, i, b, j].abs().max()))} (0 allowed): output row {i} must not "
-                        f"depend on input row {j} > {i}.",
+                        f"The gradient with respect to {name} is not the derivative of your own forward pass: "
+                        "something cuts or alters the autograd graph (.detach(), .data, .item(), numpy, in-place "
+                        f"edits) so that backpropagation does not see what the forward pass computed.\n{problem}",
                         counterexample=case.counterexample(ctx.base_seed),
-                        heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1], batch=b),
                     )
-        for name in ("X", "W_Q", "W_K", "W_V"):
-            problem = _finite_difference(ctx, case, call, name, (u, u_w), g, eps, rtol)
-            if problem is not None:
-                return failed(
-                    f"The gradient with respect to {name} is not the derivative of your own forward pass: "
-                    "something cuts or alters the autograd graph (.detach(), .data, .item(), numpy, in-place "
-                    f"edits) so that backpropagation does not see what the forward pass computed.\n{problem}",
-                    counterexample=case.counterexample(ctx.base_seed),
-                )
+        return None
+
+    # Every group runs (issue 30): a future dependence and a cut graph are two failures.
+    verdict = every_group([("the Jacobian blocks", blocks), ("autograd against finite differences", differences)])
+    if verdict is not None:
+        return verdict
     return passed(
         "Future Jacobian blocks are exactly zero; every gradient agrees with finite differences of your forward "
         f"pass ({_fd_text(precision)})."
@@ -151,13 +201,14 @@ def _finite_difference(
     case: Case,
     call: HeadCall,
     name: str,
-    upstream: tuple[torch.Tensor, torch.Tensor],
+    upstream: tuple[torch.Tensor | None, torch.Tensor | None],
     g: torch.Generator,
     eps: float,
     rtol: float,
 ) -> str | None:
     """Compare autograd with central differences of L = <out, u> + <weights, u_w> along one random
-    direction of input ``name``; for X also row by row (<out[b, i], u[b, i]>, the Jacobian blocks)."""
+    direction of input ``name`` (a term whose upstream is None is left out: that value broke the contract);
+    for X also row by row (<out[b, i], u[b, i]>, the Jacobian blocks)."""
     u, u_w = upstream
     tensors = case.tensors()
     delta = torch.randn(tensors[name].shape, generator=g, dtype=torch.float64)
@@ -168,9 +219,13 @@ def _finite_difference(
         return ctx.head.attention(Case(**moved, shape=case.shape, seed=case.seed, params=case.params))
 
     plus, minus = shifted(1.0), shifted(-1.0)
-    d_out = (plus.out.double() - minus.out.double()) / (2 * eps)  # (B, T, d_v)
-    d_w = (plus.weights.double() - minus.weights.double()) / (2 * eps)  # (B, T, T)
-    fd = float((d_out * u).sum() + (d_w * u_w).sum())
+    fd = 0.0
+    if u is not None:
+        d_out = (plus.out.double() - minus.out.double()) / (2 * eps)  # (B, T, d_v)
+        fd += float((d_out * u).sum())
+    if u_w is not None:
+        d_w = (plus.weights.double() - minus.weights.double()) / (2 * eps)  # (B, T, T)
+        fd += float((d_w * u_w).sum())
     ad = float((call.grads[name].double() * delta).sum())
     scale = max(1.0, abs(ad), abs(fd))
     if not abs(fd - ad) <= rtol * scale:
@@ -178,7 +233,7 @@ def _finite_difference(
             f"Along a random unit direction of {name}: autograd gives {ad:.8g}, finite differences of your "
             f"outputs give {fd:.8g} ({_fd_text(ctx.precision())})."
         )
-    if name == "X" and call.jacobian is not None:
+    if name == "X" and call.jacobian is not None and u is not None:
         J = call.jacobian  # (B, T, B, T, d)
         ad_rows = (J * delta).flatten(2).sum(-1)  # (B, T): <J[b, i], delta>
         fd_rows = (d_out * u).sum(-1)  # (B, T)
@@ -202,35 +257,57 @@ def batch_independence(ctx: Ctx) -> Verdict:
     """Section 9.1: matrix products act on the last two coordinates only, so out(X)[b] equals
     out(X[b:b+1])[0], and changing one batch element never changes another."""
     tol = TOLERANCES[ctx.working_dtype(torch.float64)]
-    for case in ctx.cases(FAMILIES[2:]):
-        full = ctx.head.attention(case)
-        s = case.shape
-        noise = _perturb_future(case, 0, 1.0, ctx.seed(7)).X
-        for b in range(s.B):
-            # Change every other element; element b must not move (same seed: dropout draws alike).
-            X = noise.clone()
-            X[b] = case.X[b]
-            other = ctx.head.attention(case.with_X(X))
-            for what in full.sound():
-                if not ctx.same(getattr(full, what)[b], getattr(other, what)[b], case):
-                    return failed(
-                        f"Changing the other batch elements changed {what}[{b}]: batch elements must not "
-                        "interact (scores, softmax and averages are taken within one sequence).",
-                        counterexample=case.counterexample(ctx.base_seed),
-                        heatmaps=heatmaps_for(weights_of(full), weights_of(other), batch=b, label="after the change,"),
-                    )
-        for b in range(s.B):
-            # Element b alone equals element b first in a batch: both draw the first random numbers after
-            # the same seed, so a head with dropout is judged on its batch handling alone.
-            order = [b, *(k for k in range(s.B) if k != b)]
-            front = ctx.head.attention(case.with_X(case.X[order].clone())) if b else full
-            one = Shape(1, s.T, s.d, s.d_k, s.d_v)
-            single = Case(case.X[b : b + 1].clone(), case.W_Q, case.W_K, case.W_V, one, case.seed)
-            alone = ctx.head.attention(single)
-            bad = mismatch(alone.out[0], front.out[0], tol, f"out of batch element {b} computed alone")
-            if bad is not None:
-                return failed(
-                    f"Batch element {b} gives a different output when it is passed on its own (B=1).\n" + bad.text(),
-                    counterexample=case.counterexample(ctx.base_seed),
-                )
+    fulls: dict[int, HeadCall] = {}
+
+    def full_of(k: int, case: Case) -> HeadCall:
+        if k not in fulls:
+            fulls[k] = ctx.head.attention(case)
+        return fulls[k]
+
+    def perturbation() -> Verdict | None:
+        for k, case in enumerate(ctx.cases(FAMILIES[2:])):
+            full = full_of(k, case)
+            noise = _perturb_future(case, 0, 1.0, ctx.seed(7)).X
+            for b in range(case.shape.B):
+                # Change every other element; element b must not move (same seed: dropout draws alike).
+                X = noise.clone()
+                X[b] = case.X[b]
+                other = ctx.head.attention(case.with_X(X))
+                for what in full.sound():
+                    if not ctx.same(getattr(full, what)[b], getattr(other, what)[b], case, what=f"{what}[{b}]"):
+                        return failed(
+                            f"Changing the other batch elements changed {what}[{b}]: batch elements must not "
+                            "interact (scores, softmax and averages are taken within one sequence).",
+                            counterexample=case.counterexample(ctx.base_seed),
+                            heatmaps=heatmaps_for(weights_of(full), weights_of(other), batch=b, label="after the change,"),
+                        )
+        return None
+
+    def slicing() -> Verdict | None:
+        for k, case in enumerate(ctx.cases(FAMILIES[2:])):
+            full, s = full_of(k, case), case.shape
+            for b in range(s.B):
+                # Element b alone equals element b first in a batch: both draw the first random numbers after
+                # the same seed, so a head with dropout is judged on its batch handling alone.
+                order = [b, *(i for i in range(s.B) if i != b)]
+                front = ctx.head.attention(case.with_X(case.X[order].clone())) if b else full
+                one = Shape(1, s.T, s.d, s.d_k, s.d_v)
+                single = Case(case.X[b : b + 1].clone(), case.W_Q, case.W_K, case.W_V, one, case.seed)
+                alone = ctx.head.attention(single)
+                for what in front.sound():
+                    got, exp = getattr(alone, what)[0], getattr(front, what)[0]
+                    bad = mismatch(got, exp, tol, f"{what} of batch element {b} computed alone")
+                    if bad is not None:
+                        return failed(
+                            f"Batch element {b} gives {'a different output' if what == 'out' else 'different weights'} when it "
+                            "is passed on its own (B=1).\n"
+                            + bad.text(),
+                            counterexample=case.counterexample(ctx.base_seed),
+                        )
+        return None
+
+    # Every group runs (issue 30): elements that interact, and an element that differs alone, are two failures.
+    verdict = every_group([("other batch elements changed", perturbation), ("an element passed alone", slicing)])
+    if verdict is not None:
+        return verdict
     return passed("Batch elements are independent (perturbation and slicing).")

@@ -44,7 +44,7 @@ from grader.diagnosis._known import (
     student_side,
 )
 from grader.diagnosis._ladder import climb, with_mask_constant
-from grader.diagnosis._mutations import Combo, _pick
+from grader.diagnosis._mutations import Combo, Fit, _pick, forward
 from grader.diagnosis._naming import (
     LEAKY,
     SELF_CONTAINED,
@@ -75,6 +75,7 @@ from grader.diagnosis._where import (
     inputs,
 )
 from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
+from grader.inputs import Shape, make_case
 from grader.library import KnownHead, load_reference
 from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
 
@@ -144,6 +145,7 @@ def examine(
     contract, slips = _contract(head, probes, runs, failed, where)
     causes += contract
     found = _changes(head, probes, runs, passed, failed)
+    makers: list[str] = []  # the named causes that make the head's non-finite outputs (issue 30)
     if found is not None:
         combo, fitted = found
         mutations = [mutation_cause(m, fitted, failed) for m in combo]
@@ -153,15 +155,19 @@ def examine(
         if rubric is not None and seed is not None:
             mutations = _replayed(mutations, combo, fitted, failing, ref, rubric, seed)
         causes += mutations
+        makers = [d.id for m, d in zip(combo, mutations, strict=True) if _makes_non_finite(m, fitted)]
     bugs = bugs_of(ref)
     for fn in PROBES:
         if fn == ATTENTION and found is not None and found[0]:
             continue
-        causes += [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
+        known = [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
+        makers += [d.id for d in known if fn == ATTENTION and _non_finite_runs(runs)]  # it matched them, NaN too
+        causes += known
     dtype, bad = by_dtype(head, _left(failing, causes) + _crashed_too(failing, causes), where)
     causes += [dtype] if dtype else []
     causes += _missing(failing) + _uninstalled(failing)
     causes += _breaches(_left(failing, causes), passed)
+    causes = _by_maker(causes, _left(failing, causes), makers)
     causes += _non_finite(_left(failing, causes))
     causes += _own(_left(failing, causes))
     stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
@@ -460,16 +466,51 @@ def _breaches(failing: list[CheckResult], passed: set[str]) -> list[Diagnosis]:
     return [contract_cause(cid, line.rstrip("."), list(lines))]
 
 
+def _makes_non_finite(mutation: str, fitted: dict[str, float]) -> bool:
+    """Whether the reference with ``mutation`` alone answers finite inputs with some non-finite entry (an
+    inverted mask's last row, a masked diagonal's row 0 filled with -inf)."""
+    case = make_case(Shape(2, 5, 4, 3, 4), seed=0)
+    for causal in (True, False):
+        try:
+            got = forward(*case.tensors().values(), causal, (mutation,), Fit(dict(fitted)))
+        except Exception:  # a mutation the model cannot evaluate alone makes nothing
+            return False
+        if got is not None and not all(bool(torch.isfinite(t).all()) for t in got):
+            return True
+    return False
+
+
+def _non_finite_runs(runs: list[Seen] | None) -> bool:
+    """Whether the head's own probe runs (finite inputs) hold a non-finite value."""
+    return any(
+        not s.error and any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in s.values.values())
+        for s in runs or []
+    )
+
+
+def _by_maker(causes: list[Diagnosis], failing: list[CheckResult], makers: list[str]) -> list[Diagnosis]:
+    """The checks left unobserved by the head's non-finite outputs (issue 30), explained by the named cause that
+    makes them (the first of ``makers``): one mistake, one deduction, never a second cause for its NaN."""
+    unobserved = [c.id for c in failing if _unobserved(c) is not None]
+    if not makers or not unobserved:
+        return causes
+    return [
+        d.model_copy(update={"explains": sorted({*d.explains, *unobserved})}) if d.id == makers[0] else d
+        for d in causes
+    ]
+
+
+def _unobserved(c: CheckResult) -> str | None:
+    """What a check saw of non-finite outputs on finite inputs: its not-observed verdict or its note."""
+    if c.message.startswith(UNOBSERVED):
+        return c.message.removeprefix(UNOBSERVED)
+    return next((n.removeprefix(NON_FINITE_NOTE) for n in c.notes if n.startswith(NON_FINITE_NOTE)), None)
+
+
 def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
     """One cause for the checks during which the head answered finite inputs with no finite number (issue 30):
     those it left unobserved, and those that failed on such values, named by the smallest input seen."""
-
-    def seen(c: CheckResult) -> str | None:
-        if c.message.startswith(UNOBSERVED):
-            return c.message.removeprefix(UNOBSERVED)
-        return next((n.removeprefix(NON_FINITE_NOTE) for n in c.notes if n.startswith(NON_FINITE_NOTE)), None)
-
-    found = {c.id: said for c in failing if (said := seen(c)) is not None}
+    found = {c.id: said for c in failing if (said := _unobserved(c)) is not None}
     if not found:
         return []
     detail = Counter(first_line(s).split(" (causal=")[0] for s in found.values()).most_common(1)[0][0]
