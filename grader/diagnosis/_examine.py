@@ -1,0 +1,537 @@
+"""The diagnosis's orchestration: from a head's check results to its root causes (see the package's face,
+``grader.diagnosis``, for the kinds of cause and where their words live).
+
+``examine`` probes the head through :class:`grader.head.Head` once per contract function, asks the error model's
+search, the ladder and the known bugs which causes match, adds the crashes and contract breaches seen directly,
+and points every cause at its line (``_pointing``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from grader.checks._base import ALSO_FAILING, BREACH, CASE_STOPPED, NON_FINITE_NOTE, NOT_DEFINED, STOPPED, UNOBSERVED
+from grader.checks._contract import NOT_IMPORTED
+from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
+from grader.diagnosis._causes import cause, model_cause_ids
+from grader.diagnosis._known import (
+    PROBE_SEED,
+    PROBES,
+    Probe,
+    Seen,
+    attention_probes,
+    same,
+    student_side,
+)
+from grader.diagnosis._ladder import climb, with_mask_constant
+from grader.diagnosis._mutations import Combo, Fit, _pick, forward
+from grader.diagnosis._naming import (
+    LEAKY,
+    SELF_CONTAINED,
+    contract_cause,
+    known_cause,
+    mutation_cause,
+    n_checks,
+    violates,
+)
+from grader.diagnosis._pointing import point
+from grader.diagnosis._replay import REPLAYABLE, responsible
+from grader.diagnosis._search import comparable, reference_matches, search
+from grader.diagnosis._where import (
+    ARGS,
+    ATTENTION,
+    DTYPE_CRASH,
+    Where,
+    absorbed,
+    by_dtype,
+    by_flag,
+    by_size,
+    by_width,
+    dtype_name,
+    exception,
+    first_line,
+    inputs,
+)
+from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
+from grader.inputs import Shape, make_case
+from grader.library import KnownHead, load_reference
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
+
+if TYPE_CHECKING:
+    from grader.oracle import Oracle
+    from grader.rubric import Rubric
+
+
+@dataclass(frozen=True)
+class Examination:
+    """What a diagnosis found: the causes, and where the head runs (its checks stopped by a length it cannot
+    take, ``stopped``, can be run again at ``where.length``)."""
+
+    causes: list[Diagnosis]
+    where: Where = Where()
+    stopped: tuple[str, ...] = ()
+
+
+def diagnose(
+    checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
+) -> list[Diagnosis]:
+    """Every root cause of the failing checks, each with the checks it explains; [] when none failed.
+    ``rubric`` and ``seed`` let a check be replayed on the error model (see ``_replay``)."""
+    return examine(checks, head, ref, rubric, seed).causes
+
+
+def examine(
+    checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
+) -> Examination:
+    """:func:`diagnose`, and where the head runs."""
+    checks = list(checks)
+    failing = [c for c in checks if c.status in FAILING]
+    if not failing:
+        return Examination([])
+    failed = {c.id for c in failing}
+    passed = {c.id for c in checks if c.status == "passed"}
+    seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
+    causes = _crashes(failing, seen)
+    size, where = by_size(head, failing)
+    causes = absorbed(causes, size) if size else causes
+    flag, where = by_flag(head, [c for c in failing if not size or c.id not in size.explains], where)
+    causes = absorbed(causes, flag) if flag else causes
+    width, where = by_width(head, _left(failing, [c for c in (size, flag) if c]), where)  # issue 30
+    causes = absorbed(causes, width) if width else causes
+    # the head's other mistakes, sought where it runs (at the length it takes, in the branch that works)
+    probes = attention_probes(where.length, where.flags) if where.moved else PROBES[ATTENTION]()
+    runs = student_side(head, ATTENTION, probes) if where.moved else seen[ATTENTION]
+    contract, slips = _contract(head, probes, runs, failed, where)
+    causes += contract
+    found = _changes(head, probes, runs, passed, failed)
+    makers: list[str] = []  # the named causes that make the head's non-finite outputs (issue 30)
+    if found is not None:
+        combo, fitted = found
+        mutations = [mutation_cause(m, fitted, failed) for m in combo]
+        if where.moved:
+            seen_there = f"Seen where your head runs ({where.said()}): it raises on the other inputs."
+            mutations = [d.model_copy(update={"detail": seen_there}) for d in mutations]
+        if rubric is not None and seed is not None:
+            mutations = _replayed(mutations, combo, fitted, failing, ref, rubric, seed)
+        causes += mutations
+        makers = [d.id for m, d in zip(combo, mutations, strict=True) if _makes_non_finite(m, fitted)]
+    bugs = bugs_of(ref)
+    for fn in PROBES:
+        if fn == ATTENTION and found is not None and found[0]:
+            continue
+        known = [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
+        makers += [d.id for d in known if fn == ATTENTION and _non_finite_runs(runs)]  # it matched them, NaN too
+        causes += known
+    dtype, bad = by_dtype(head, _left(failing, causes) + _crashed_too(failing, causes), where)
+    causes += [dtype] if dtype else []
+    causes += _missing(failing) + _uninstalled(failing)
+    causes += _breaches(_left(failing, causes), passed)
+    causes = _by_maker(causes, _left(failing, causes), makers)
+    causes += _non_finite(_left(failing, causes))
+    causes += _own(_left(failing, causes))
+    stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
+    combo, fitted = found if found is not None else ((), {})
+    causes = point(head, _one_choice(causes, slips, bad), failing, combo, fitted, where.flags, where.length)
+    return Examination(_explained(causes, failing), where, stopped)
+
+
+def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
+    """The failing checks no cause explains yet (the direct causes below are sought only for those)."""
+    explained = {cid for c in causes for cid in c.explains}
+    return [c for c in failing if c.id not in explained]
+
+
+def _crashed_too(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
+    """Explained checks that also crashed in a later group of their cases (numerical_stability runs every group,
+    issue 30): that crash is a failure of its own, which its own cause may explain, unless a finite mask
+    constant explains the check and the crash is an overflow (the constant's words name the dtypes it does not
+    fit in: that crash is the constant's)."""
+    explained = {cid for c in causes for cid in c.explains}
+    constants = set(LEAKY) | set(LEAKY.values())
+    by_constant = {cid for c in causes if c.id in constants for cid in c.explains}
+    return [
+        c
+        for c in failing
+        if c.id in explained
+        and any(
+            ln.startswith(ALSO_FAILING) and CASE_STOPPED in ln and not (c.id in by_constant and "overflow" in ln)
+            for ln in c.message.splitlines()
+        )
+    ]
+
+
+def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> None:
+    """Compute now what the first diagnosis of a process computes and keeps (the reference's and every
+    known bug's answers on the probes: about 0.2 s), unless ``stop`` says to leave the rest for later."""
+    bugs_of(ref).warm(stop)
+
+
+def _changes(
+    head: Head, probes: list[Probe], runs: list[Seen] | None, passed: set[str], failed: set[str]
+) -> tuple[Combo, dict[str, float]] | None:
+    """The mutations of the reference that reproduce the head's values (gradient probes left out: the
+    error model is about values, and a head of the wrong output width cannot take the upstream); () when
+    the reference itself does, None when nothing does. When numerical_stability failed and the head masks
+    like the model at ordinary scores, the ladder looks for a finite mask constant (``_ladder``); the model
+    it grows is the one found on every probe or, when none was, on the ordinary ones (huge scores outweigh
+    an additive -1e4: only the ladder then tells the constant)."""
+    if runs is None:
+        return None
+    pairs = [(p, s) for p, s in zip(probes, runs, strict=True) if "grad" not in p.options]
+    probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs], [p for p, _ in pairs])
+    if theirs is None:
+        return None
+    found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
+    if "numerical_stability" not in failed or (found is not None and _pick(found[0], "mask") is not None):
+        return found
+    base = found or _ordinary(probes, theirs, passed)
+    if base is None or _pick(base[0], "mask") is not None:
+        return found
+    ladder = climb(lambda probe: _ask(head, probe), *base)
+    return with_mask_constant(ladder, probes, theirs, *base) or found
+
+
+def _ordinary(probes: list[Probe], theirs: list[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:
+    """The model found on the probes at ordinary scores alone."""
+    kept = [(p, s) for p, s in zip(probes, theirs, strict=True) if not p.huge]
+    some, answers = [p for p, _ in kept], [s for _, s in kept]
+    return ((), {}) if reference_matches(some, answers) else search(some, answers, passed)
+
+
+def _ask(head: Head, probe: Probe) -> Seen | None:
+    """The head on one extra probe of the diagnosis, in float64; None when it did not answer."""
+    runs = comparable(student_side(head, ATTENTION, [probe]), [probe])
+    return runs[0] if runs else None
+
+
+def _replayed(
+    mutations: list[Diagnosis],
+    combo: Combo,
+    fitted: dict[str, float],
+    failing: list[CheckResult],
+    ref: Oracle,
+    rubric: Rubric,
+    seed: int,
+) -> list[Diagnosis]:
+    """The mutations with the checks they explain completed by replaying those checks on the error model:
+    numerical_stability always (its verdict turns on dtypes and fitted constants), another failing check when
+    no mutation's static entry (the library's catalog, pinned on the real checks) explains it."""
+    for check in failing:
+        static = any(check.id in d.explains for d in mutations)
+        if check.id not in REPLAYABLE or (static and check.id != "numerical_stability"):
+            continue
+        who = responsible(check.id, check.status, combo, fitted, ref, rubric, seed)
+        if who is None:
+            continue
+        for k, d in enumerate(mutations):
+            explains = {*d.explains} - {check.id}
+            if d.id in who or _named(d.id, who):
+                explains.add(check.id)
+            mutations[k] = d.model_copy(update={"explains": sorted(explains)})
+    return mutations
+
+
+def _named(cid: str, mutations: list[str]) -> bool:
+    """Whether ``cid`` is the name one of ``mutations`` took (a fitted mask constant's "leaky" name)."""
+    return any(LEAKY.get(m) == cid for m in mutations)
+
+
+Slips = dict[str, list[tuple[torch.dtype, torch.dtype]]]  # "r0" (out), "r1" (weights) -> (returned, given)
+
+
+def _contract(
+    head: Head, probes: list[Probe], runs: list[Seen] | None, failed: set[str], where: Where
+) -> tuple[list[Diagnosis], Slips]:
+    """Contract breaches behind a failing interface or gradient_blocks check: the dtype the head returns
+    for float32 and float64 inputs, out and weights each, and whether its outputs carry an autograd graph
+    (asked where the head runs)."""
+    slips: Slips = {"r0": [], "r1": []}
+    if runs is None:
+        return [], slips
+    causes = []
+    if "interface" in failed:
+        for dtype in (torch.float32, torch.float64):
+            given = inputs(where.length or 5, dtype, torch.Generator().manual_seed(PROBE_SEED), B=2)
+            try:
+                _, tensors = head.probe(ATTENTION, ARGS, given, seed=PROBE_SEED, kwargs=where.kwargs())
+            except StudentFailure:
+                continue
+            for k, t in tensors.items():
+                if k in slips and t.dtype.is_floating_point and t.dtype != dtype:
+                    slips[k].append((t.dtype, dtype))
+        for k, cid in (("r0", "output_dtype"), ("r1", "weights_dtype")):
+            if slips[k]:
+                causes.append(contract_cause(cid, _slipped(slips[k]), ["interface"]))
+    graph = [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
+    problems = [str((s.shape.get("grads") or {}).get("problem", "")) for s in graph]
+    # out itself carries no graph (NumPy, .detach() of the result); detached weights alone leave out
+    # differentiable through the values, a gradient cut that the known bugs name
+    if "gradient_blocks" in failed and any(p.startswith("output 0 is not differentiable") for p in problems):
+        causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
+    return causes, slips
+
+
+def _slipped(slips: list[tuple[torch.dtype, torch.dtype]]) -> str:
+    """'float64 for float32 inputs and float32 for float64 inputs'."""
+    return " and ".join(f"{dtype_name(returned)} for {dtype_name(given)} inputs" for returned, given in slips)
+
+
+OUTSIDE_TORCH = "computed_outside_torch"
+IN_FLOAT32 = "computed_in_float32"
+
+
+def _one_choice(causes: list[Diagnosis], slips: Slips, bad: str) -> list[Diagnosis]:
+    """One decision that shows in several ways, named once (issue 24, family 5): computing outside torch (no
+    autograd graph beside NumPy's float64 results for float32 inputs or a dtype it cannot take), or computing
+    in float32 (a float32 softmax beside float32 results for float64 inputs). ``bad``: the dtypes the head
+    raised for."""
+    ids = {c.id for c in causes}
+    returned = {k: [r for r, _ in s] for k, s in slips.items()}
+    if "no_autograd_graph" in ids and (torch.float64 in returned["r0"] + returned["r1"] or DTYPE_CRASH in ids):
+        parts = ["no_autograd_graph", "output_dtype", "weights_dtype", DTYPE_CRASH]
+        said = ["no autograd graph"] + _dtype_slips(slips) + ([f"no {bad} inputs"] if DTYPE_CRASH in ids else [])
+        return _merged(causes, OUTSIDE_TORCH, parts, said)
+    if "softmax_in_float32" in ids and torch.float32 in returned["r0"] + returned["r1"]:
+        said = ["float32 accuracy in float64 results", *_dtype_slips(slips)]
+        return _merged(causes, IN_FLOAT32, ["softmax_in_float32", "output_dtype", "weights_dtype"], said)
+    return causes
+
+
+def _dtype_slips(slips: Slips) -> list[str]:
+    """'out and the weights returned as float64 for float32 inputs', or each on its own."""
+    if slips["r0"] and slips["r0"] == slips["r1"]:
+        return [f"out and the weights returned as {_slipped(slips['r0'])}"]
+    what = {"r0": "out", "r1": "the weights"}
+    return [f"{what[k]} returned as {_slipped(s)}" for k, s in slips.items() if s]
+
+
+def _merged(causes: list[Diagnosis], cid: str, parts: list[str], said: list[str]) -> list[Diagnosis]:
+    """``causes`` with ``parts`` replaced by the one cause ``cid`` where the first of them stood."""
+    mine = [c for c in causes if c.id in parts]
+    explains = sorted({x for c in mine for x in c.explains})
+    detail = next((c.detail for c in mine if c.detail), None)
+    title, hint, cites = cause(cid).words(consequences=", ".join(said))
+    one = Diagnosis(id=cid, title=title, hint=hint, cites=cites, kind="contract", explains=explains, detail=detail)
+    at = causes.index(mine[0])
+    return [c for c in causes[:at] if c.id not in parts] + [one] + [c for c in causes[at:] if c.id not in parts]
+
+
+def _known(theirs: list[Seen] | None, function: str, bugs: Bugs) -> list[Bug]:
+    """The known bugs of ``function`` that the head matches on every probe (none when it matches the
+    reference)."""
+    candidates, correct = bugs.of(function), bugs.reference(function)
+    if theirs is None or not candidates or correct is None or same(theirs, correct):
+        return []
+    return [b for b in candidates if not all(s.error for s in bugs.answers(b)) and same(theirs, bugs.answers(b))]
+
+
+def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> list[Diagnosis]:
+    """One cause per distinct student failure that stopped checks: a function that fails on every probe,
+    or one message shared by several stopped checks."""
+    stopped = [c for c in failing if c.message.startswith((STOPPED, NOT_IMPORTED))]
+    importing = any(c.message.startswith(NOT_IMPORTED) for c in failing)
+    by_error: dict[str, list[str]] = {}
+    details: dict[str, str] = {}
+    for fn, runs in seen.items():
+        if runs and all(s.error for s in runs) and first_line(runs[0].message):
+            line = first_line(runs[0].message)
+            by_error.setdefault(line, []).append(fn)
+            details.setdefault(line, runs[0].message)
+    for c in stopped:
+        line = first_line(c.message.removeprefix(STOPPED))
+        if line not in by_error and sum(first_line(o.message.removeprefix(STOPPED)) == line for o in stopped) > 1:
+            by_error[line] = []
+            details[line] = c.message.removeprefix(STOPPED).split("\nReproduce:")[0]
+    causes = []
+    for line, fns in by_error.items():
+        explains = [c.id for c in stopped if line in c.message]
+        if not explains:
+            continue
+        who = f"`{fns[0]}`" if len(fns) == 1 else "Importing your module" if importing else "Your code"
+        stub = line.startswith("NotImplementedError") and len(fns) == 1  # the template's
+        cid = f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}"
+        title, hint, cites = cause(cid).words(
+            "stub" if stub else None, who=who, exception=exception(line), checks=n_checks(len(explains))
+        )
+        causes.append(
+            Diagnosis(
+                id=cid, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=details[line]
+            )
+        )
+    return causes
+
+
+def _missing(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause per contract function the submission does not define, explaining the checks that needed it
+    (and interface, which lists it)."""
+    by_name: dict[str, list[str]] = {}
+    for c in failing:
+        for prefix in (NOT_DEFINED, UNDEFINED):
+            for part in c.message.split(prefix)[1:]:
+                by_name.setdefault(part.split("`", 1)[0], []).append(c.id)
+    return [
+        contract_cause(f"missing:{name}", name, sorted(set(ids)))
+        for name, ids in by_name.items()
+        if name.isidentifier()
+    ]
+
+
+_USES = re.compile(  # the message of a function left out for want of a package (grader.head.MissingFunction)
+    r"`(?P<name>\w+)` uses (?P<package>[\w.]+)" + re.escape(UNINSTALLED) + r"(?P<advice>[^\n]*?)\.?(\n|$)"
+)
+
+
+def _uninstalled(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause per package the grader lacks that a contract function needs (it was left out, so the checks
+    that needed it could not run): named with the functions it costs and what to use instead."""
+    names: dict[str, dict[str, None]] = {}  # package -> the functions that need it, in order
+    stopped: dict[str, dict[str, None]] = {}  # package -> the checks it stopped
+    advice: dict[str, str] = {}
+    for c in failing:
+        for m in _USES.finditer(c.message):
+            names.setdefault(m["package"], {})[m["name"]] = None
+            stopped.setdefault(m["package"], {})[c.id] = None
+            advice.setdefault(m["package"], m["advice"])
+    causes = []
+    for package, explains in ((p, list(ids)) for p, ids in stopped.items()):
+        title, hint, cites = cause(f"package:{package}").words(
+            names=", ".join(f"`{n}`" for n in names[package]),
+            package=package,
+            checks=n_checks(len(explains)),
+            advice=advice[package],
+        )
+        causes.append(
+            Diagnosis(id=f"package:{package}", title=title, hint=hint, cites=cites, kind="contract", explains=explains)
+        )
+    return causes
+
+
+# Checks that judge the sound value alone when the other breaks the contract (grader.head.HeadCall.sound): one
+# of them passing shows that one returned value was sound and judged (issue 30).
+ONE_VALUE = ("convex_hull", "future_perturbation", "batch_independence", "determinism", "permutation_equivariance")
+
+
+def _breaches(failing: list[CheckResult], passed: set[str]) -> list[Diagnosis]:
+    """One cause for the checks that stopped on what the head returns (a single tensor instead of (out,
+    weights), a wrong shape or type), named by the most common of their messages; ``one_value_breach`` when
+    the other value was judged and passed (``passed``: the passing checks)."""
+    lines = {c.id: first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
+    if not lines:
+        return []
+    line = Counter(lines.values()).most_common(1)[0][0]
+    cid = "one_value_breach" if passed & set(ONE_VALUE) else "breach:causal_self_attention"
+    return [contract_cause(cid, line.rstrip("."), list(lines))]
+
+
+def _makes_non_finite(mutation: str, fitted: dict[str, float]) -> bool:
+    """Whether the reference with ``mutation`` alone answers finite inputs with some non-finite entry (an
+    inverted mask's last row, a masked diagonal's row 0 filled with -inf)."""
+    case = make_case(Shape(2, 5, 4, 3, 4), seed=0)
+    for causal in (True, False):
+        try:
+            got = forward(*case.tensors().values(), causal, (mutation,), Fit(dict(fitted)))
+        except Exception:  # a mutation the model cannot evaluate alone makes nothing
+            return False
+        if got is not None and not all(bool(torch.isfinite(t).all()) for t in got):
+            return True
+    return False
+
+
+def _non_finite_runs(runs: list[Seen] | None) -> bool:
+    """Whether the head's own probe runs (finite inputs) hold a non-finite value."""
+    return any(
+        not s.error and any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in s.values.values())
+        for s in runs or []
+    )
+
+
+def _by_maker(causes: list[Diagnosis], failing: list[CheckResult], makers: list[str]) -> list[Diagnosis]:
+    """The checks left unobserved by the head's non-finite outputs (issue 30), explained by the named cause that
+    makes them (the first of ``makers``): one mistake, one deduction, never a second cause for its NaN."""
+    unobserved = [c.id for c in failing if _unobserved(c) is not None]
+    if not makers or not unobserved:
+        return causes
+    return [
+        d.model_copy(update={"explains": sorted({*d.explains, *unobserved})}) if d.id == makers[0] else d
+        for d in causes
+    ]
+
+
+def _unobserved(c: CheckResult) -> str | None:
+    """What a check saw of non-finite outputs on finite inputs: its not-observed verdict or its note."""
+    if c.message.startswith(UNOBSERVED):
+        return c.message.removeprefix(UNOBSERVED)
+    return next((n.removeprefix(NON_FINITE_NOTE) for n in c.notes if n.startswith(NON_FINITE_NOTE)), None)
+
+
+def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
+    """One cause for the checks during which the head answered finite inputs with no finite number (issue 30):
+    those it left unobserved, and those that failed on such values, named by the smallest input seen."""
+    found = {c.id: said for c in failing if (said := _unobserved(c)) is not None}
+    if not found:
+        return []
+    detail = Counter(first_line(s).split(" (causal=")[0] for s in found.values()).most_common(1)[0][0]
+    return [contract_cause("non_finite_outputs", detail, list(found))]
+
+
+def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
+    """The failures of self-contained checks that no other cause explains, each its own cause."""
+    out = []
+    for c in unexplained:
+        if c.id in SELF_CONTAINED:
+            title, hint, cites = cause(f"own:{c.id}").words(check=c.id, observed=first_line(c.message), cites=c.cites)
+            out.append(
+                Diagnosis(id=f"own:{c.id}", title=title[:160], hint=hint, cites=cites, kind="own", explains=[c.id])
+            )
+    return out
+
+
+def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:
+    """A check stopped by a crash belongs to the crash, and to a mutation or a contract breach found where the
+    head runs that breaks its property (the grade charges it to the crash: it was never observed); to no other
+    cause. Causes that
+    explain nothing left stay listed (a mutation can be real even when no failing check of its own is in this
+    rubric)."""
+    crashed = {cid for c in causes if c.kind == "crash" for cid in c.explains}
+    out, ids = [], set()
+    for c in causes:
+        if c.id in ids:
+            continue
+        ids.add(c.id)
+        found_where_it_runs = c.kind in ("crash", "mutation", "contract")
+        keep = c.explains if found_where_it_runs else [x for x in c.explains if x not in crashed]
+        out.append(c.model_copy(update={"explains": keep}))
+    return out
+
+
+def kit_cause_ids() -> frozenset[str]:
+    """The ids the student kit built from this grader names: the error model's and the known bugs it stores."""
+    return model_cause_ids() | stored_ids(load_reference())
+
+
+def caught_by(chaff: KnownHead) -> tuple[str, ...]:
+    """The checks a chaff of the library breaks: its mutation's (causes.toml), or its catalog's own."""
+    return violates(chaff.mutation) if chaff.mutation else chaff.caught_by
+
+
+def attach_causes(checks: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:
+    """Each failing check with the ids of the causes that explain it."""
+    out = []
+    for c in checks:
+        ids = [d.id for d in diagnosis if c.id in d.explains] if c.status in FAILING else []
+        out.append(c.model_copy(update={"causes": ids}) if ids else c)
+    return out
+
+
+def count_causes(results: Iterable[GradeResult]) -> Counter[str]:
+    """How many submissions each root cause was found in (for a class summary)."""
+    return Counter(d.id for r in results for d in {d.id: d for d in r.diagnosis}.values())
+
+
+count_diagnoses = count_causes
