@@ -58,6 +58,9 @@ class Step4:
     def __init__(self, config: pytest.Config) -> None:
         from grader.rubric import load_rubric
 
+        from grader._console import printable_streams
+
+        printable_streams()  # a Windows pipe's code page (a CI log, an IDE panel): the summary never raises
         self.config = config
         self.rubric: Rubric = load_rubric(check_ids=False)  # pydantic only: collecting imports no torch
         chosen = config.getoption("--step4-submission")

@@ -87,7 +87,7 @@ def _write(dest_root: Path, rel: PurePosixPath, data: bytes) -> None:
 
 def _read_regular(path: Path) -> bytes:
     """Read a regular file without following a symlink at the last component."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise SubmissionError(f"{path.name} is not a regular file")
