@@ -93,6 +93,12 @@ class PrivateDir:
                 with contextlib.suppress(OSError):
                     os.remove(str(self.path) + _HELD_SUFFIX)
 
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
 
 def _hold(folder: Path) -> int:
     """Lock ``folder`` for as long as the returned fd is open: ``flock`` on the folder itself, or on
@@ -122,12 +128,6 @@ def _held_elsewhere(folder: str) -> bool:
         return True
     os.close(fd)  # ours: nobody else can take it meanwhile (the caller holds the sweep lock)
     return False
-
-    def __enter__(self) -> Path:
-        return self.path
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
 
 
 @contextlib.contextmanager
