@@ -1,0 +1,209 @@
+"""The Windows tier (issue 29): the grader in a Windows CPython 3.13 with torch 2.13, under Wine.
+
+The Windows Python is built by ``../shared/windows/setup.sh`` (cached in ``$STEP4_WINDOWS``, default
+``~/.cache/step4-windows``; ``.ci/run`` builds it). Without it, or without Wine, every test here is skipped
+with the reason. ``setup.sh --project-only .`` reinstalls this checkout there (the session fixture does it).
+
+One Windows process (tests/windows_driver.py) grades every submission on one pool: the template's stubs, a
+correct head saved with CRLF line ends in a folder whose path has spaces, a dozen library heads, a hang, a
+memory blow-up, an access violation, and a head that prints non-ASCII and starts a detached process; then a
+``--watch`` session and a save. A second runs ``pytest --step4`` in a kit folder. The library heads' results
+are compared with this (Linux) machine's grades of the same files: every verdict, every check's score, the
+causes and the score.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader.models import GradeResult
+from grader.rubric import Rubric
+from grader.runner import grade
+from grader.sandbox import WorkerPool
+
+pytestmark = pytest.mark.windows
+
+REPO = Path(__file__).resolve().parent.parent
+WINDOWS = Path(os.environ.get("STEP4_WINDOWS", Path.home() / ".cache" / "step4-windows"))
+TOOLS_CANDIDATES = [
+    Path(p) for p in (os.environ.get("STEP4_WINDOWS_TOOLS", ""), REPO.parent / "shared" / "windows") if p
+] + [Path("/work/shared/windows")]
+TOOLS = next((p for p in TOOLS_CANDIDATES if (p / "wrun").is_file()), None)
+# A dozen library heads, each a different mistake (tests/realistic/catalog.toml), and one correct variant.
+HEADS = [
+    "gpt_walkthrough_head",
+    "softmax_dim1",
+    "no_causal_switch",
+    "inverted_mask",
+    "mask_fill_minus_1e9",
+    "numpy_head",
+    "einsum_head",
+    "dk_from_dim",
+    "hardcoded_dk64",
+    "diagonal_masked_inf",
+    "float32_sqrt_scale",
+    "missing_import",
+]
+DRIVER_TIMEOUT_S = 1800
+
+
+def _why_absent() -> str | None:
+    if TOOLS is None:
+        return "no shared/windows tools (wrun) beside the checkout: set STEP4_WINDOWS_TOOLS"
+    if not Path("/usr/lib/wine/wine64").exists():
+        return "Wine is not installed (apt-get install wine64; see shared/windows/README.md)"
+    if not (WINDOWS / "python" / "python.exe").is_file():
+        return f"no Windows Python in {WINDOWS}: run shared/windows/setup.sh . first"
+    return None
+
+
+ABSENT = _why_absent()
+skip_without_windows = pytest.mark.skipif(ABSENT is not None, reason=f"Windows tier: {ABSENT}")
+
+
+def wrun(*args: str, cwd: Path = REPO, timeout: float = DRIVER_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    assert TOOLS is not None
+    env = {**os.environ, "STEP4_WINDOWS": str(WINDOWS)}
+    return subprocess.run(
+        [str(TOOLS / "wrun"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
+    )
+
+
+def _wine_pythons() -> list[str]:
+    """Windows processes of this tier still running on this machine (Wine shows them as Linux processes)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if "python.exe" in cmd and ("_zygote.py" in cmd or "step4-windows-tier-daemon" in cmd):
+            found.append(f"{p.pid}: {cmd}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def windows_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Install this checkout in the Windows Python, then grade everything there in one process."""
+    assert TOOLS is not None
+    setup = subprocess.run(
+        [str(TOOLS / "setup.sh"), "--project-only", str(REPO)],
+        env={**os.environ, "STEP4_WINDOWS": str(WINDOWS)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert setup.returncode == 0, setup.stderr[-4000:]
+    out = tmp_path_factory.mktemp("windows")
+    done = wrun("python.exe", str(REPO / "tests" / "windows_driver.py"), str(out), *HEADS)
+    (out / "driver.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    return out
+
+
+def _result(out: Path, name: str) -> GradeResult:
+    return GradeResult.model_validate_json((out / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _essence(result: GradeResult) -> dict[str, Any]:
+    """What must be the same on every platform: each verdict and its points, the causes, the score."""
+    return {
+        "checks": {c.id: (c.status, c.score, c.max_score, sorted(c.causes)) for c in result.checks},
+        "causes": sorted(d.id for d in result.diagnosis),
+        "score": result.score,
+        "scoring": result.scoring,
+    }
+
+
+@skip_without_windows
+def test_the_template_and_a_correct_head(
+    windows_out: Path, rubric: Rubric, pool: WorkerPool, tmp_path: Path
+) -> None:
+    stubs = _result(windows_out, "template")
+    assert stubs.score == 0
+    shutil.copy(REPO / "student_template" / "attention_head.py", tmp_path / "attention_head.py")  # as the driver
+    assert _essence(stubs) == _essence(grade(tmp_path, rubric, pool=pool, visuals=False))
+    correct = _result(windows_out, "correct")  # CRLF line ends, a path with spaces
+    failing = [c.id for c in correct.checks if c.status in ("failed", "error", "timeout")]
+    assert failing == []
+    linux = grade(REPO / "reference" / "attention_head.py", rubric, pool=pool, visuals=False)
+    assert _essence(correct) == _essence(linux)
+    assert any(p.startswith("absent on Windows: seccomp") for p in correct.protections)
+    assert any(p.startswith("Job Object per worker") for p in correct.protections)
+
+
+@skip_without_windows
+@pytest.mark.parametrize("head", HEADS)
+def test_library_heads_grade_as_on_linux(windows_out: Path, head: str, rubric: Rubric, pool: WorkerPool) -> None:
+    on_windows = _result(windows_out, head)
+    on_linux = grade(REPO / "tests" / "realistic" / f"{head}.py", rubric, pool=pool, visuals=False)
+    assert _essence(on_windows) == _essence(on_linux)
+
+
+@skip_without_windows
+def test_a_hang_costs_its_own_checks_only(windows_out: Path) -> None:
+    result = _result(windows_out, "hang")
+    by_id = {c.id: c for c in result.checks}
+    assert by_id["interface"].status == "passed"  # T <= 4 is answered
+    assert "timeout" in {c.status for c in result.checks}, [(c.id, c.status) for c in result.checks]
+
+
+@skip_without_windows
+def test_a_memory_blow_up_is_a_verdict(windows_out: Path) -> None:
+    result = _result(windows_out, "memory")
+    assert all(c.status in ("error", "failed") for c in result.checks), [(c.id, c.status) for c in result.checks]
+    text = " ".join(c.message for c in result.checks)
+    assert "memory limit (1024 MiB) exceeded" in text or "not enough memory" in text or "MemoryError" in text, text
+
+
+@skip_without_windows
+def test_an_access_violation_is_a_verdict(windows_out: Path) -> None:
+    result = _result(windows_out, "crash")
+    assert all(c.status == "error" for c in result.checks)
+    assert "access violation" in result.checks[0].message, result.checks[0].message
+    assert [d.id for d in result.diagnosis] == ["crash:causal_self_attention"]
+
+
+@skip_without_windows
+def test_non_ascii_prints_arrive_whole_and_no_process_is_left(windows_out: Path) -> None:
+    result = _result(windows_out, "nonascii")
+    assert "Größe ✓ – ≠ 注意 at import" in result.output.text
+    assert "in a call: ∑ softmax → ✓" in result.output.text
+    assert result.score == 24
+    assert json.loads((windows_out / "processes.json").read_text(encoding="utf-8")) == []
+    assert _wine_pythons() == []
+
+
+@skip_without_windows
+def test_a_save_under_watch_is_graded(windows_out: Path) -> None:
+    watched = json.loads((windows_out / "watch.json").read_text(encoding="utf-8"))
+    assert watched["ok"] and watched["scores"][0] == 97 and watched["scores"][-1] < 97, watched
+
+
+@skip_without_windows
+def test_pytest_step4_in_a_kit_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "my kit"
+    folder.mkdir()
+    shutil.copy(REPO / "reference" / "attention_head.py", folder / "attention_head.py")
+    shutil.copy(REPO / "student_template" / "test_attention_head.py", folder / "test_attention_head.py")
+    done = wrun("Scripts/pytest.exe", "--step4", "-q", "-p", "no:cacheprovider", cwd=folder, timeout=900)
+    text = done.stdout + done.stderr
+    assert "Score: " in text and "UnicodeEncodeError" not in text, text[-4000:]
+    assert done.returncode == 0, text[-4000:]
+    assert _wine_pythons() == []
