@@ -180,6 +180,11 @@ class Sandbox:
         return list(self._protections)
 
     @property
+    def absent_protections(self) -> list[str]:
+        """Protections of the Linux sandbox this platform lacks (Windows), for the result to say so."""
+        return list(getattr(self._slot, "absent", ()))
+
+    @property
     def output(self) -> CapturedOutput:
         """Everything the submission printed so far, capped."""
         return self._output.snapshot()
