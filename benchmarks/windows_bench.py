@@ -141,8 +141,10 @@ def main() -> int:
         print(f"{name:16} {mp:13.2f} {mg:11.2f} {mg / mp:6.2f}   goal <= 1.5")
     mp = statistics.median(plain)
     ms = statistics.median(saves)
-    print(f"Windows --watch save to Score: median {ms:.2f} s of {[round(s, 2) for s in saves]}; ratio {ms / mp:.2f}"
-          "   goal <= 0.5")
+    print(
+        f"Windows --watch save to Score: median {ms:.2f} s of {[round(s, 2) for s in saves]}; ratio {ms / mp:.2f}"
+        "   goal <= 0.5"
+    )
     print(f"Windows processes left after the watch was killed: {left or 'none'}")
     return 0 if not left else 1
 

@@ -129,8 +129,10 @@ def _list_zip(zf: zipfile.ZipFile, notes: list[str]) -> Listing:
     for info in infos:
         if info.is_dir():
             continue
-        rel = PurePosixPath(info.filename)
-        if rel.is_absolute() or ".." in rel.parts or "\\" in info.filename:
+        # Windows PowerShell's Compress-Archive (and other Windows tools) write backslashes; zipfile turns them
+        # into slashes on Windows only: read them as separators everywhere, so every platform grades the same
+        rel = PurePosixPath(info.filename.replace("\\", "/"))
+        if rel.is_absolute() or ".." in rel.parts or (rel.parts and ":" in rel.parts[0]):
             notes.append(f"ignored unsafe path {info.filename!r} in the zip")
             continue
         if stat.S_ISLNK(info.external_attr >> 16):

@@ -132,9 +132,7 @@ def _essence(result: GradeResult) -> dict[str, Any]:
 
 
 @skip_without_windows
-def test_the_template_and_a_correct_head(
-    windows_out: Path, rubric: Rubric, pool: WorkerPool, tmp_path: Path
-) -> None:
+def test_the_template_and_a_correct_head(windows_out: Path, rubric: Rubric, pool: WorkerPool, tmp_path: Path) -> None:
     stubs = _result(windows_out, "template")
     assert stubs.score == 0
     shutil.copy(REPO / "student_template" / "attention_head.py", tmp_path / "attention_head.py")  # as the driver
@@ -206,4 +204,27 @@ def test_pytest_step4_in_a_kit_folder(tmp_path: Path) -> None:
     text = done.stdout + done.stderr
     assert "Score: " in text and "UnicodeEncodeError" not in text, text[-4000:]
     assert done.returncode == 0, text[-4000:]
+    assert _wine_pythons() == []
+
+
+@skip_without_windows
+def test_grade_batch_on_windows_says_which_protections_were_absent(tmp_path: Path) -> None:
+    import zipfile
+
+    subs = tmp_path / "class submissions"
+    subs.mkdir()
+    shutil.copy(REPO / "reference" / "attention_head.py", subs / "alice.py")
+    with zipfile.ZipFile(subs / "bob.zip", "w") as zf:  # as Windows PowerShell's Compress-Archive writes it
+        reference = (REPO / "reference" / "attention_head.py").read_text(encoding="utf-8")
+        unscaled = reference.replace(" / math.sqrt(d_k)", "")
+        zf.writestr(zipfile.ZipInfo("step4\\attention_head.py"), unscaled)
+    out = tmp_path / "out"
+    done = wrun("Scripts/grade.exe", "batch", str(subs), "--out", str(out), "--jobs", "2", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    alice = GradeResult.model_validate_json((out / "alice" / "result.json").read_text(encoding="utf-8"))
+    bob = GradeResult.model_validate_json((out / "bob" / "result.json").read_text(encoding="utf-8"))
+    assert alice.score == 97 and bob.score < alice.score and [d.id for d in bob.diagnosis] == ["no_scaling"]
+    assert alice.absent_protections and any(p.startswith("Job Object") for p in alice.protections)
+    overview = (out / "summary.html").read_text(encoding="utf-8")
+    assert "without protections the Linux sandbox has" in overview and "seccomp filter" in overview
     assert _wine_pythons() == []

@@ -143,7 +143,7 @@ def _watch(out: Path, work: Path) -> None:
     from grader.rubric import load_rubric
     from grader.runner import grade
     from grader.sandbox import WorkerPool
-    from grader.watch import Session, watch, warm_up
+    from grader.watch import Session, warm_up, watch
 
     folder = work / "watched folder"
     folder.mkdir()

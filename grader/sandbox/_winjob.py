@@ -200,4 +200,3 @@ class Job:
             _k32.TerminateJobObject(self._handle, 1)
             _k32.CloseHandle(self._handle)
             self._handle = None
-
