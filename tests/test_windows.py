@@ -186,6 +186,8 @@ def test_non_ascii_prints_arrive_whole_and_no_process_is_left(windows_out: Path)
     assert result.score == 24
     assert json.loads((windows_out / "processes.json").read_text(encoding="utf-8")) == []
     assert _wine_pythons() == []
+    # every private copy is gone, the hang's too (its killed worker held a file of it open)
+    assert json.loads((windows_out / "private.json").read_text(encoding="utf-8")) == []
 
 
 @skip_without_windows

@@ -31,8 +31,10 @@ MARKER = "step4-windows-tier-daemon"
 
 HOSTILE = {
     # T > 4 hangs: the small-input cases pass, the rest time out, and the grade goes on
+    # (with a file of its work folder held open: the private copy is removed once the killed worker lets go)
     "hang": """
 import time as _time
+_held = open("held open.txt", "w", encoding="utf-8")
 _reference_head = causal_self_attention
 
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
@@ -209,6 +211,9 @@ def main(argv: list[str]) -> int:
         _watch(out, work)
     time.sleep(1.0)  # a job's processes are gone a moment after TerminateJobObject returns
     _write_json(out / "processes.json", _leftovers())
+    from grader.sandbox._private import private_root
+
+    _write_json(out / "private.json", sorted(p.name for p in private_root().iterdir() if p.name != ".lock"))
     return 0
 
 
