@@ -165,7 +165,9 @@ def test_a_hang_costs_its_own_checks_only(windows_out: Path) -> None:
 @skip_without_windows
 def test_a_memory_blow_up_is_a_verdict(windows_out: Path) -> None:
     result = _result(windows_out, "memory")
-    assert all(c.status in ("error", "failed") for c in result.checks), [(c.id, c.status) for c in result.checks]
+    # each call is stopped; a check may run out of the function's time share first (every stop costs a
+    # restart, a few seconds under Wine)
+    assert all(c.status in ("error", "failed", "timeout") for c in result.checks), [(c.id, c.status) for c in result.checks]
     text = " ".join(c.message for c in result.checks)
     assert "memory limit (1024 MiB) exceeded" in text or "not enough memory" in text or "MemoryError" in text, text
 
@@ -174,6 +176,8 @@ def test_a_memory_blow_up_is_a_verdict(windows_out: Path) -> None:
 def test_an_access_violation_is_a_verdict(windows_out: Path) -> None:
     result = _result(windows_out, "crash")
     assert all(c.status == "error" for c in result.checks)
+    # Windows: "crashed with an access violation (0xC0000005)"; Wine starts its debugger instead, so only
+    # faulthandler's "Windows fatal exception: access violation" in the last output says so there
     assert "access violation" in result.checks[0].message, result.checks[0].message
     assert [d.id for d in result.diagnosis] == ["crash:causal_self_attention"]
 
@@ -193,7 +197,7 @@ def test_non_ascii_prints_arrive_whole_and_no_process_is_left(windows_out: Path)
 @skip_without_windows
 def test_a_save_under_watch_is_graded(windows_out: Path) -> None:
     watched = json.loads((windows_out / "watch.json").read_text(encoding="utf-8"))
-    assert watched["ok"] and watched["scores"][0] == 97 and watched["scores"][-1] < 97, watched
+    assert watched["ok"] and watched["stopped"] and watched["scores"][0] == 97 and watched["scores"][-1] < 97, watched
 
 
 @skip_without_windows

@@ -51,14 +51,14 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
     big = torch.ones(8 << 30, dtype=torch.uint8)
     return _reference_head(X, W_Q, W_K, W_V, causal=causal) + big[:1].to(X.dtype) * 0
 """,
-    # an access violation in every call: read outside any foreign call (ctypes turns one inside a foreign
-    # call, ctypes.string_at(0), into an OSError on Windows), so the worker really dies
+    # an access violation in every call: a read outside any foreign call (ctypes turns one inside a foreign
+    # call, ctypes.string_at(0), into an OSError on Windows) of a non-canonical address (Wine maps page 0)
     "crash": """
 import ctypes as _ctypes
 _reference_head = causal_self_attention
 
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
-    _ctypes.c_char.from_address(0).value
+    _ctypes.c_char.from_address(0x8000000000000000).value
     return _reference_head(X, W_Q, W_K, W_V, causal=causal)
 """,
     # a student's non-ASCII prints, at import and in a call, and a process started that would outlive the
@@ -77,8 +77,11 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
     return _reference_head(X, W_Q, W_K, W_V, causal=causal)
 """,
 }
-# Hostile heads run a few checks only, with short limits: what matters is that each ends as a verdict.
+# Hostile heads run a few checks only, with short limits: what matters is that each ends as a verdict. The
+# memory blow-up runs one: each of its calls costs a worker (Wine enforces no Job Object memory limit, so the
+# watchdog kills it, and the next call waits for a fresh standby's torch import).
 HOSTILE_CHECKS = ["interface", "reference_match", "causal_mask"]
+CHECKS_OF = {"memory": ["interface"]}
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -115,7 +118,12 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
     short = rubric.model_copy(
         update={
             "limits": rubric.limits.model_copy(
-                update={"per_call_timeout_s": 4.0, "import_timeout_s": 60.0, "memory_mb": 1024}
+                update={
+                    "per_call_timeout_s": 4.0,
+                    "per_submission_timeout_s": 90.0,
+                    "import_timeout_s": 60.0,
+                    "memory_mb": 1024,
+                }
             )
         }
     )
@@ -129,14 +137,14 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
                 short if hostile else rubric,
                 pool=pool,
                 tests_pool=pool,
-                only=HOSTILE_CHECKS if hostile else None,
+                only=CHECKS_OF.get(name, HOSTILE_CHECKS) if hostile else None,
                 visuals=False,
                 parallel=False,
             )
             timings[name] = round(time.perf_counter() - t0, 2)
             (out / f"{name}.json").write_text(result.model_dump_json(indent=1), encoding="utf-8")
             print(f"graded {name}: {result.score:g} / {result.max_score:g} in {timings[name]} s", flush=True)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # the pool's close: every job terminated, every standby too
     timings["pool_close"] = round(time.perf_counter() - t0, 2)
     _write_json(out / "timings.json", timings)
 
@@ -178,10 +186,12 @@ def _watch(out: Path, work: Path) -> None:
         ok = graded.wait(300) and ok
         stop.set()
         thread.join(60)
+        stopped = not thread.is_alive()
     _write_json(
         out / "watch.json",
         {
             "ok": ok,
+            "stopped": stopped,
             "scores": [o["score"] for o in outcomes],
             "save_s": round(float(outcomes[-1]["at"]) - saved_at, 2) if len(outcomes) > 1 else None,
         },
@@ -218,4 +228,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # as grade.exe ends (grader/cli.py: run): no interpreter teardown with torch loaded
