@@ -32,9 +32,11 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from processes import windows_pythons  # noqa: E402
+
 TOOLS = Path(os.environ.get("STEP4_WINDOWS_TOOLS", REPO.parent / "shared" / "windows"))
 HEAD = REPO / "reference" / "attention_head.py"
 BUG = REPO / "reference" / "chaffs" / "no_scaling.py"
@@ -55,18 +57,6 @@ def cold(runs: int, python: list[str], grade: list[str], work: Path) -> tuple[li
         plain.append(timed([*python, str(REPO / "benchmarks" / "plain_properties.py"), str(HEAD)], work))
         graded.append(timed([*grade, str(HEAD), "--json", str(work / "r.json")], work))
     return plain, graded
-
-
-def leftovers() -> list[str]:
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        if "python.exe" in cmd and "_zygote.py" in cmd:
-            found.append(f"{p.pid}: {cmd[:120]}")
-    return found
 
 
 def watch(saves: int, settle: float, work: Path) -> tuple[list[float], list[str]]:
@@ -115,7 +105,7 @@ def watch(saves: int, settle: float, work: Path) -> tuple[list[float], list[str]
     os.killpg(proc.pid, 15)  # Wine ends the Windows process at once, as taskkill /f would
     proc.wait(60)
     time.sleep(3)  # the jobs' processes go once Wine has closed the dead process's handles
-    return times, leftovers()
+    return times, windows_pythons()
 
 
 def main() -> int:

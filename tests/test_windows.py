@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import windows_pythons
 
 from grader.models import GradeResult
 from grader.rubric import Rubric
@@ -84,18 +85,7 @@ def wrun(*args: str, cwd: Path = REPO, timeout: float = DRIVER_TIMEOUT_S) -> sub
 
 
 def _wine_pythons() -> list[str]:
-    """Windows processes of this tier still running on this machine (Wine shows them as Linux processes)."""
-    import psutil
-
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        if "python.exe" in cmd and ("_zygote.py" in cmd or "step4-windows-tier-daemon" in cmd):
-            found.append(f"{p.pid}: {cmd}")
-    return found
+    return windows_pythons("step4-windows-tier-daemon")
 
 
 @pytest.fixture(scope="module")

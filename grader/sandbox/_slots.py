@@ -82,6 +82,15 @@ class WorkerHandle:
             self.pidfd = None
 
 
+def popen_exit_code(worker: WorkerHandle, timeout: float) -> int | None:
+    """A spawned worker's exit code, waiting at most ``timeout`` for it; None while it runs."""
+    assert worker.popen is not None
+    try:
+        return worker.popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def poll_in(fds: list[int], timeout: float) -> set[int]:
     """The fds among ``fds`` readable within ``timeout`` seconds (poll: no FD_SETSIZE cap, unlike select).
     Windows has no poll: select there, which takes sockets only (all a Windows worker's waits are on)."""
@@ -317,11 +326,7 @@ class SpawnSlot:
         return WorkerHandle(pid=popen.pid, pidfd=_pidfd(popen.pid), popen=popen, token=token)
 
     def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
-        assert worker.popen is not None
-        try:
-            return worker.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return popen_exit_code(worker, timeout)
 
     def sweep(self, worker: WorkerHandle | None) -> int | None:
         if worker is None:

@@ -37,7 +37,7 @@ from typing import Any
 import psutil
 
 from grader.sandbox._framing import send_frame
-from grader.sandbox._slots import ENTRY, STARTUP_S, SlotError, WorkerHandle, poll_in
+from grader.sandbox._slots import ENTRY, STARTUP_S, SlotError, WorkerHandle, poll_in, popen_exit_code
 from grader.sandbox._winjob import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, Job, JobError
 from grader.sandbox._zygote import NO_TESTS, STANDBY
 
@@ -215,11 +215,7 @@ class WindowsSlot:
         raise SlotError("Windows workers bring their own channel: use open_worker")
 
     def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
-        assert worker.popen is not None
-        try:
-            return worker.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return popen_exit_code(worker, timeout)
 
     def sweep(self, worker: WorkerHandle | None) -> int | None:
         """Kill the worker's whole job (every process it started, wherever it was reparented); None:
