@@ -8,7 +8,8 @@ standby behind it, at a low priority, so that a restart after a timeout or a cra
 
 The channel is a TCP connection on 127.0.0.1 (Windows' ``socketpair`` is one too), authenticated by a
 random token the standby reads from its stdin (never its command line or environment), carrying the same
-length-prefixed, pickle-free ``_wire`` frames as on Linux. Output goes through a pipe of its own.
+length-prefixed, pickle-free ``_wire`` frames as on Linux, with Nagle's algorithm off at both ends (a frame
+is two sends: with it, every round trip waited for a delayed ACK). Output goes through a pipe of its own.
 
 Each standby runs in its own Job Object (``_winjob``), assigned before it runs any code of the student's:
 the whole tree is killed by ``TerminateJobObject`` (the per-call watchdog, a sweep, a cancelled grade), and
@@ -174,6 +175,9 @@ class WindowsSlot:
                 got = b""
             if secrets.compare_digest(got, standby.token):
                 conn.settimeout(None)
+                # a frame is two sends (length, then body): with Nagle's algorithm and delayed ACKs each round
+                # trip waits ~90 ms under Wine (200 ms is Windows' delayed-ACK timer), 0.7 ms without
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 return conn
             conn.close()  # someone else on this machine connected: not our worker
         raise SlotError(f"the standby worker was not ready within {STARTUP_S:.0f} s")
