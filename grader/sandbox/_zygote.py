@@ -109,8 +109,8 @@ def _serve_windows(sock: socket.socket, cfg: dict[str, Any], mode: str) -> int:
     import _harden  # type: ignore[import-not-found]
 
     ops = _load_ops(cfg.get("ops_path"))
-    protections = _harden.harden(None, cfg)
     faulthandler.enable()  # an access violation leaves a Python traceback in the captured output
+    protections = _harden.harden(None, cfg)  # after faulthandler: its exception filter must stay the last word
     protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
     return int(
         _child.serve(sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections)
