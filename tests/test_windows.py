@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +91,7 @@ def _wine_pythons() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def windows_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def windows_out() -> Iterator[Path]:
     """Install this checkout in the Windows Python, then grade everything there in one process."""
     assert TOOLS is not None
     setup = subprocess.run(
@@ -100,11 +102,15 @@ def windows_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     assert setup.returncode == 0, setup.stderr[-4000:]
-    out = tmp_path_factory.mktemp("windows")
-    done = wrun("python.exe", str(REPO / "tests" / "windows_driver.py"), str(out), *HEADS)
-    (out / "driver.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
-    return out
+    # its own folder: pytest keeps only its last three base folders, and other runs on a shared machine rotate them
+    out = Path(tempfile.mkdtemp(prefix="step4-windows-tier-"))
+    try:
+        done = wrun("python.exe", str(REPO / "tests" / "windows_driver.py"), str(out), *HEADS)
+        (out / "driver.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+        assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def _result(out: Path, name: str) -> GradeResult:
