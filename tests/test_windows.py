@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import windows_driver
 from processes import windows_pythons
 
 from grader.models import GradeResult
@@ -170,13 +171,17 @@ def test_a_memory_blow_up_is_a_verdict(windows_out: Path) -> None:
 
 
 @skip_without_windows
-def test_an_access_violation_is_a_verdict(windows_out: Path) -> None:
+def test_an_access_violation_is_a_verdict_as_a_segfault_is_on_linux(
+    windows_out: Path, rubric: Rubric, pool: WorkerPool, tmp_path: Path
+) -> None:
     result = _result(windows_out, "crash")
-    assert all(c.status == "error" for c in result.checks)
-    # Windows: "crashed with an access violation (0xC0000005)"; Wine starts its debugger instead, so only
-    # faulthandler's "Windows fatal exception: access violation" in the last output says so there
-    assert "access violation" in result.checks[0].message, result.checks[0].message
-    assert [d.id for d in result.diagnosis] == ["crash:causal_self_attention"]
+    (tmp_path / "attention_head.py").write_text(windows_driver.hostile_head("crash"), encoding="utf-8")
+    short, only = windows_driver.hostile_rubric(rubric), windows_driver.CHECKS_OF["crash"]
+    assert _essence(result) == _essence(grade(tmp_path, short, pool=pool, only=only, visuals=False))
+    by_id = {c.id: c for c in result.checks}
+    assert by_id["causal_mask"].status == "error" and 0 < by_id["reference_match"].score  # the short cases count
+    # "the worker crashed with an access violation (0xC0000005)": the exit code, not a signal
+    assert "crashed with an access violation (0xC0000005)" in by_id["causal_mask"].message, by_id["causal_mask"].message
 
 
 @skip_without_windows

@@ -51,14 +51,16 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
     big = torch.ones(8 << 30, dtype=torch.uint8)
     return _reference_head(X, W_Q, W_K, W_V, causal=causal) + big[:1].to(X.dtype) * 0
 """,
-    # an access violation in every call: a read outside any foreign call (ctypes turns one inside a foreign
-    # call, ctypes.string_at(0), into an OSError on Windows) of a non-canonical address (Wine maps page 0)
+    # an access violation on long inputs: a read outside any foreign call (ctypes turns one inside a foreign
+    # call, ctypes.string_at(0), into an OSError on Windows) of a non-canonical address (Wine maps page 0);
+    # the same head segfaults on Linux, and both grades must agree
     "crash": """
 import ctypes as _ctypes
 _reference_head = causal_self_attention
 
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
-    _ctypes.c_char.from_address(0x8000000000000000).value
+    if X.shape[1] >= 12:
+        _ctypes.c_char.from_address(0x8000000000000000).value
     return _reference_head(X, W_Q, W_K, W_V, causal=causal)
 """,
     # a student's non-ASCII prints, at import and in a call, and a process started that would outlive the
@@ -81,7 +83,18 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
 # memory blow-up runs one: each of its calls costs a worker (Wine enforces no Job Object memory limit, so the
 # watchdog kills it, and the next call waits for a fresh standby's torch import).
 HOSTILE_CHECKS = ["interface", "reference_match", "causal_mask"]
-CHECKS_OF = {"memory": ["interface"]}
+CHECKS_OF = {"memory": ["interface"], "crash": ["reference_match", "causal_mask"]}
+
+
+def hostile_rubric(rubric):  # type: ignore[no-untyped-def]
+    """The rubric hostile heads are graded with here (and on Linux, to compare): short limits."""
+    limits = {"per_call_timeout_s": 4.0, "per_submission_timeout_s": 90.0, "import_timeout_s": 60.0, "memory_mb": 1024}
+    return rubric.model_copy(update={"limits": rubric.limits.model_copy(update=limits)})
+
+
+def hostile_head(name: str) -> str:
+    """The source of hostile head ``name``: the reference with ``HOSTILE[name]`` appended."""
+    return (REPO / "reference" / "attention_head.py").read_text(encoding="utf-8") + "\n" + HOSTILE[name]
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -101,10 +114,10 @@ def _submissions(work: Path, heads: list[str]) -> dict[str, Path]:
         found[name] = target / "attention_head.py"
     for head in heads:
         found[head] = REPO / "tests" / "realistic" / f"{head}.py"
-    for name, extra in HOSTILE.items():
+    for name in HOSTILE:
         target = work / name
         target.mkdir()
-        (target / "attention_head.py").write_text(reference + "\n" + extra, encoding="utf-8")
+        (target / "attention_head.py").write_text(hostile_head(name), encoding="utf-8")
         found[name] = target / "attention_head.py"
     return found
 
@@ -115,18 +128,7 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
     from grader.sandbox import WorkerPool
 
     rubric = load_rubric()
-    short = rubric.model_copy(
-        update={
-            "limits": rubric.limits.model_copy(
-                update={
-                    "per_call_timeout_s": 4.0,
-                    "per_submission_timeout_s": 90.0,
-                    "import_timeout_s": 60.0,
-                    "memory_mb": 1024,
-                }
-            )
-        }
-    )
+    short = hostile_rubric(rubric)
     timings: dict[str, float] = {}
     with WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base) as pool:
         for name, path in _submissions(work, heads).items():
