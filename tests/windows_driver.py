@@ -88,7 +88,7 @@ CHECKS_OF = {"memory": ["interface"], "crash": ["reference_match", "causal_mask"
 
 def hostile_rubric(rubric):  # type: ignore[no-untyped-def]
     """The rubric hostile heads are graded with here (and on Linux, to compare): short limits."""
-    limits = {"per_call_timeout_s": 4.0, "per_submission_timeout_s": 90.0, "import_timeout_s": 60.0, "memory_mb": 1024}
+    limits = {"per_call_timeout_s": 4.0, "import_timeout_s": 60.0, "memory_mb": 1024}
     return rubric.model_copy(update={"limits": rubric.limits.model_copy(update=limits)})
 
 
