@@ -236,3 +236,20 @@ def test_grade_batch_on_windows_says_which_protections_were_absent(tmp_path: Pat
     overview = (out / "summary.html").read_text(encoding="utf-8")
     assert "without protections the Linux sandbox has" in overview and "seccomp filter" in overview
     assert _wine_pythons() == []
+
+
+def test_a_cp1252_pipe_prints_every_glyph_without_raising() -> None:
+    """What a Windows pipe is (cp1252), on any machine: the grader's glyphs and a student's text never raise."""
+    import io
+
+    from grader._console import printable
+
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="cp1252")
+    printable(stream)
+    stream.write("✓ PASSED – ≠ 注意 é\n")
+    stream.flush()
+    assert raw.getvalue().decode("cp1252") == "v PASSED – != \\u6ce8\\u610f é\n"  # – and é are in cp1252
+    utf8 = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    printable(utf8)
+    assert utf8.errors == "strict"  # a stream that can print everything is left alone
