@@ -114,12 +114,13 @@ class WindowsSlot:
         with self._lock:
             if self._closed or self._standby is not None:
                 return
-            if self._listener is None:
-                self._listener = socket.create_server(("127.0.0.1", 0), backlog=8)
             self._standby = self._spawn(background)
 
     def _spawn(self, background: bool) -> _Standby:
-        assert self._listener is not None
+        """A new standby (under the lock); the slot's listening socket is made with the first one (a lazy
+        slot's first standby is spawned by its first launch)."""
+        if self._listener is None:
+            self._listener = socket.create_server(("127.0.0.1", 0), backlog=8)
         host, port = self._listener.getsockname()[:2]
         token = secrets.token_bytes(TOKEN_BYTES)
         out_r, out_w = os.pipe()
