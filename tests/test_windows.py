@@ -211,9 +211,9 @@ def test_pytest_step4_in_a_kit_folder(tmp_path: Path) -> None:
     done = wrun("Scripts/pytest.exe", "--step4", "-q", "-p", "no:cacheprovider", cwd=folder, timeout=900)
     text = done.stdout + done.stderr
     assert "Score: " in text and "UnicodeEncodeError" not in text and "Internal grader error" not in text, text[-4000:]
-    # every check's item passes but student_tests, which runs the student's tests on a dozen known bugs, each a
-    # fresh spawned worker: under Wine on a loaded machine that takes more than its time budget (a timeout)
-    assert "21 passed" in text and ("1 failed" not in text or "student_tests - TIMEOUT" in text), text[-4000:]
+    # every check's item passes but student_tests, whose verdict is the template tests' own on the known bugs
+    # (under Wine on a loaded machine it may also run out of time: each run is a fresh spawned worker)
+    assert "21 passed" in text and ("1 failed" not in text or "FAILED attention_head.py::student_tests" in text)
     assert _wine_pythons() == []
 
 
