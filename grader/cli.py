@@ -290,6 +290,9 @@ def run() -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grader._console import printable_streams
+
+    printable_streams()  # a Windows pipe's code page: ✓ and a student's print never raise (grader/_console.py)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SUBCOMMANDS:
         return SUBCOMMANDS[argv[0]](argv[1:])

@@ -155,9 +155,20 @@ def install_note(wheel: str) -> str:
     torch_version = metadata.version("torch").split("+", 1)[0]
     return f"""# Project Step 4: the grader for your own machine
 
-Install it where you run your head (a virtual environment is best), CPU build of PyTorch first:
+It runs on Linux, macOS or Windows (Python 3.11 or later, CPU; no root, no Docker, no WSL). Install it
+where you run your head (a virtual environment is best), CPU build of PyTorch first:
 
 ```bash
+pip install "torch=={torch_version}" --index-url https://download.pytorch.org/whl/cpu
+pip install {wheel}
+grade attention_head.py --html report.html
+```
+
+On Windows (PowerShell or cmd), the same lines in a virtual environment:
+
+```
+py -m venv .venv
+.venv\\Scripts\\activate
 pip install "torch=={torch_version}" --index-url https://download.pytorch.org/whl/cpu
 pip install {wheel}
 grade attention_head.py --html report.html

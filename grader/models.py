@@ -220,6 +220,11 @@ class GradeResult(_Strict):
     scoring_note: str | None = Field(default=None, description="How the score was counted, or why not by mistakes.")
     checks: list[CheckResult] = Field(description="One verdict per check, in rubric order.")
     protections: list[str] = Field(default_factory=list, description="Isolation measures that were active.")
+    absent_protections: list[str] = Field(
+        default_factory=list,
+        description="Protections of the Linux sandbox that the platform it ran on lacks (Windows: seccomp, Landlock, "
+        "sandbox uid, namespaces, rlimits); empty where none is missing.",
+    )
     devices: list[str] = Field(default_factory=list, description="Devices the checks ran on.")
     output: StudentOutput = Field(default_factory=StudentOutput, description="What the submission printed.")
     diagnosis: list[Diagnosis] = Field(

@@ -56,8 +56,10 @@ class Step4:
     """The plugin once ``--step4`` turned it on: collects the checks, grades once, reports each verdict."""
 
     def __init__(self, config: pytest.Config) -> None:
+        from grader._console import printable_streams
         from grader.rubric import load_rubric
 
+        printable_streams()  # a Windows pipe's code page (a CI log, an IDE panel): the summary never raises
         self.config = config
         self.rubric: Rubric = load_rubric()  # pydantic only: collecting imports no torch
         chosen = config.getoption("--step4-submission")

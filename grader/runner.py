@@ -139,6 +139,7 @@ def grade(
             diagnosis = [_as_written(d, sub) for d in exam.causes]
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
+            absent = sandbox.absent_protections
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
@@ -156,6 +157,7 @@ def grade(
         checks=checks,
         diagnosis=counted.diagnosis,
         protections=protections,
+        absent_protections=absent,
         devices=[device],
         output=output,
         rubric=rubric.name,

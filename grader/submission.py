@@ -90,7 +90,7 @@ def _write(dest_root: Path, rel: PurePosixPath, data: bytes) -> None:
 
 def _read_regular(path: Path) -> bytes:
     """Read a regular file without following a symlink at the last component."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise SubmissionError(f"{path.name} is not a regular file")
@@ -132,8 +132,10 @@ def _list_zip(zf: zipfile.ZipFile, notes: list[str]) -> Listing:
     for info in infos:
         if info.is_dir():
             continue
-        rel = PurePosixPath(info.filename)
-        if rel.is_absolute() or ".." in rel.parts or "\\" in info.filename:
+        # Windows PowerShell's Compress-Archive (and other Windows tools) write backslashes; zipfile turns them
+        # into slashes on Windows only: read them as separators everywhere, so every platform grades the same
+        rel = PurePosixPath(info.filename.replace("\\", "/"))
+        if rel.is_absolute() or ".." in rel.parts or (rel.parts and ":" in rel.parts[0]):
             notes.append(f"ignored unsafe path {info.filename!r} in the zip")
             continue
         if stat.S_ISLNK(info.external_attr >> 16):

@@ -25,3 +25,17 @@ def survivors(seen: dict[int, float], timeout: float) -> list[int]:
         if not running or time.monotonic() > deadline:
             return running
         time.sleep(0.1)
+
+
+def windows_pythons(*markers: str) -> list[str]:
+    """Processes of the Windows Python (under Wine, each is a Linux process named by its .exe) whose command
+    line holds the worker's entry point or one of ``markers``: none may outlive a grade there."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if "python.exe" in cmd and any(m in cmd for m in ("_zygote.py", *markers)):
+            found.append(f"{p.pid}: {cmd[:200]}")
+    return found

@@ -50,6 +50,21 @@ def test_zip_refuses_slip_and_links(tmp_path: Path) -> None:
     assert not (tmp_path / "escaped.py").exists()
 
 
+def test_a_zip_with_backslash_names_is_read_as_on_windows(tmp_path: Path) -> None:
+    """Windows PowerShell's Compress-Archive writes `my_step4\\attention_head.py`; a drive or a climb stays unsafe."""
+    z = tmp_path / "sub.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr(zipfile.ZipInfo("my_step4\\attention_head.py"), HEAD.replace("\n", "\r\n"))
+        zf.writestr(zipfile.ZipInfo("my_step4\\tests\\test_head.py"), "def test_x():\n    pass\n")
+        zf.writestr(zipfile.ZipInfo("..\\escaped.py"), "x = 1\n")
+        zf.writestr(zipfile.ZipInfo("C:\\evil.py"), "x = 1\n")
+    with prepare(z) as sub:
+        names = sorted(p.relative_to(sub.dir).as_posix() for p in sub.dir.rglob("*") if p.is_file())
+        assert names == ["attention_head.py", "tests/test_head.py"]
+        assert (sub.dir / "attention_head.py").read_bytes() == HEAD.replace("\n", "\r\n").encode()  # CRLF kept
+        assert sum("unsafe path" in n for n in sub.notes) == 2, sub.notes
+
+
 def test_zip_of_one_folder_is_unwrapped(tmp_path: Path) -> None:
     z = tmp_path / "sub.zip"
     with zipfile.ZipFile(z, "w") as zf:

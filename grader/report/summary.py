@@ -211,5 +211,13 @@ def render_summary(outcomes: Sequence[Graded], rubric: Rubric, *, notes: Sequenc
         slowest=[_row(o) for o in slowest],
         problems=[_row(o) for o in outcomes if o.status in PROBLEMS],
         rows=[_row(o) for o in outcomes],
-        notes=list(notes),
+        notes=list(notes) + _absent_note(readable),
     )
+
+
+def _absent_note(readable: Sequence[Graded]) -> list[str]:
+    """The Linux protections that were absent where the class was graded (a batch run on Windows)."""
+    absent = list(dict.fromkeys(p for o in readable for p in o.result.absent_protections))
+    if not absent:
+        return []
+    return ["These submissions ran without protections the Linux sandbox has: " + "; ".join(absent) + "."]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported
+from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported, windows
 from grader.sandbox._uids import DEFAULT_UID_BASE, lease_uid
 
 
@@ -25,7 +25,8 @@ class WorkerPool:
     workers on its own uid (tests: what a laptop without root gets).
 
     On Linux each slot is a zygote that already imported torch, so a submission's worker starts in
-    tens of milliseconds; elsewhere (or with ``STEP4_NO_FORK=1``) each worker is a fresh interpreter.
+    tens of milliseconds; on Windows each slot keeps a spawned worker started ahead, in its own Job
+    Object (``_winslot``); elsewhere (or with ``STEP4_NO_FORK=1``) each worker is a fresh interpreter.
     As root, slot k's workers run as its own leased uid (``uid_base`` + k or the next free one).
     """
 
@@ -46,15 +47,25 @@ class WorkerPool:
         self.secret_paths = tuple(Path(p) for p in secret_paths)
         self.guarded_paths = tuple(Path(p) for p in guarded_paths)
         self.grader_non_dumpable = _forbid_reading_our_memory()
-        self.mode = "fork" if (fork_supported() if fork is None else fork) else "spawn"
+        if windows():
+            self.mode = "standby"
+        else:
+            self.mode = "fork" if (fork_supported() if fork is None else fork) else "spawn"
         self._slots: list[Slot] = []
         self._free: queue.Queue[Slot] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
         try:
             for _ in range(slots):
+                if self.mode == "standby":
+                    from grader.sandbox._winslot import WindowsSlot
+
+                    slot: Slot = WindowsSlot(eager=not lazy)
+                    self._slots.append(slot)
+                    self._free.put(slot)
+                    continue
                 lease = lease_uid(base) if _is_root() and sandbox_uids else None
-                slot: Slot = ZygoteSlot(lease, eager=not lazy) if self.mode == "fork" else SpawnSlot(lease)
+                slot = ZygoteSlot(lease, eager=not lazy) if self.mode == "fork" else SpawnSlot(lease)
                 self._slots.append(slot)
                 self._free.put(slot)
         except BaseException:
@@ -70,6 +81,9 @@ class WorkerPool:
             if isinstance(slot, ZygoteSlot) and slot._proc is None:
                 slot.tests = tests
                 slot.start()
+            elif self.mode == "standby" and getattr(slot, "_standby", True) is None:
+                slot.tests = tests  # type: ignore[attr-defined]
+                slot.start()  # type: ignore[attr-defined]
 
     @property
     def uids(self) -> list[int]:
@@ -122,7 +136,7 @@ class WorkerPool:
 
         self._cancelled = True
         for slot in self._slots:
-            if isinstance(slot, ZygoteSlot):
+            if isinstance(slot, ZygoteSlot) or self.mode == "standby":  # Windows: every lent worker's job
                 with contextlib.suppress(SlotError):  # a broken zygote was killed with its whole tree instead
                     slot.sweep(None)
 

@@ -16,7 +16,6 @@ grader running meanwhile: a folder whose lock can be taken is stale.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import stat
@@ -24,11 +23,20 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+_WINDOWS = sys.platform == "win32"
+if _WINDOWS:
+    import msvcrt
+else:
+    import fcntl
+
 KINDS = ("sub", "suite", "sandbox")
 _LOCK_FILE = ".lock"
+_HELD_SUFFIX = ".held"  # Windows: a folder's lock is a locked file beside it (a folder cannot be locked there)
+_REMOVE_TRIES_S = 5.0  # Windows: a killed worker's open files close a moment after it is gone
 _root: Path | None = None
 _root_lock = threading.Lock()
 
@@ -48,7 +56,8 @@ def private_root() -> Path:
         with contextlib.suppress(FileExistsError):
             shared.mkdir(mode=0o711)
         st = os.lstat(shared)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == euid and st.st_mode & 0o022 == 0:
+        # Windows: the user's own temp folder, protected by its ACL (no uid, no mode bits to check)
+        if stat.S_ISDIR(st.st_mode) and (_WINDOWS or (st.st_uid == euid and st.st_mode & 0o022 == 0)):
             os.chmod(shared, 0o711)  # enter only: nobody else may list the copies' names
             _root = shared
             sweep_stale(shared)
@@ -67,17 +76,22 @@ class PrivateDir:
         root = private_root()
         with _creating(root):  # a sweep never sees it between mkdtemp and the lock
             self.path = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=root))
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._fd = _hold(self.path)
 
     def remove(self) -> None:
         """Delete the folder and drop its lock; idempotent."""
         try:
+            if _WINDOWS and self._fd >= 0:  # an open file cannot be deleted there: unlock, then remove both
+                os.close(self._fd)
+                self._fd = -1
             remove_tree(self.path)
         finally:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            if _WINDOWS:
+                with contextlib.suppress(OSError):
+                    os.remove(str(self.path) + _HELD_SUFFIX)
 
     def __enter__(self) -> Path:
         return self.path
@@ -86,9 +100,52 @@ class PrivateDir:
         self.remove()
 
 
+def _hold(folder: Path) -> int:
+    """Lock ``folder`` for as long as the returned fd is open: ``flock`` on the folder itself, or on
+    Windows a locked ``<folder>.held`` file beside it (the folder's files are copied as a submission)."""
+    if _WINDOWS:
+        fd = os.open(str(folder) + _HELD_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_NOINHERIT, 0o600)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _held_elsewhere(folder: str) -> bool:
+    """Whether a live grader holds ``folder`` (its lock cannot be taken); a folder that cannot even be
+    opened counts as held (it is left alone)."""
+    try:
+        fd = _hold(Path(folder))
+    except BlockingIOError:
+        return True
+    except OSError:
+        # Windows reports a range locked by another process as EACCES (msvcrt.locking), not EWOULDBLOCK
+        return True
+    os.close(fd)  # ours: nobody else can take it meanwhile (the caller holds the sweep lock)
+    return False
+
+
 @contextlib.contextmanager
 def _creating(root: Path, *, sweep: bool = False) -> Iterator[None]:
     """Shared while a folder is made and locked; exclusive while stale ones are looked for."""
+    if _WINDOWS:  # no shared locks there: one creator or sweeper at a time (each holds it for milliseconds)
+        fd = os.open(root / _LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOINHERIT, 0o600)
+        try:
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                    break
+                except OSError:
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # closing the file drops its locks
+        return
     fd = os.open(root / _LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if sweep else fcntl.LOCK_SH)
@@ -105,6 +162,14 @@ def sweep_stale(root: Path | None = None) -> list[Path]:
         for entry in sorted(os.scandir(root), key=lambda e: e.name):
             if not entry.name.startswith(tuple(f"{k}-" for k in KINDS)) or not entry.is_dir(follow_symlinks=False):
                 continue
+            if _WINDOWS:
+                if _held_elsewhere(entry.path):  # a live grader's copy
+                    continue
+                remove_tree(Path(entry.path), patient=False)
+                with contextlib.suppress(OSError):
+                    os.remove(entry.path + _HELD_SUFFIX)
+                removed.append(Path(entry.path))
+                continue
             try:
                 fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError:
@@ -120,11 +185,35 @@ def sweep_stale(root: Path | None = None) -> list[Path]:
     return removed
 
 
-def remove_tree(root: Path) -> None:
-    """Delete a private folder, whatever permissions the student gave the files in it."""
-    if root.exists():
+def remove_tree(root: Path, *, patient: bool = True) -> None:
+    """Delete a private folder, whatever permissions the student gave the files in it.
+
+    On Windows a read-only file (our 0400 copies) must be made writable first, and a file that a killed
+    worker still held open stays undeletable for a moment after the kill: each failure is retried for a
+    few seconds (``patient``), and what still resists then is left (the next start's sweep removes it)."""
+    if not root.exists():
+        return
+    if not _WINDOWS:
         _open_up(root)
         shutil.rmtree(root, ignore_errors=True)
+        return
+
+    def writable_then_retry(function: object, path: str, exc: BaseException) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(path, stat.S_IWRITE | stat.S_IREAD)
+        with contextlib.suppress(OSError):
+            function(path)  # type: ignore[operator]
+
+    deadline = time.monotonic() + (_REMOVE_TRIES_S if patient else 0)
+    while True:
+        with contextlib.suppress(OSError):
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(root, onexc=writable_then_retry)
+            else:  # pragma: no cover - the Windows kit's Python is 3.12 or later in practice
+                shutil.rmtree(root, onerror=lambda f, p, e: writable_then_retry(f, p, e[1]))
+        if not root.exists() or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
 
 
 def _open_up(root: Path) -> None:

@@ -70,10 +70,27 @@ def kill_leftovers(uids: Iterable[int] = (), token: str | None = None, *, rounds
     raise RuntimeError(f"{len(processes_of(uids, token))} sandbox processes survived {rounds} kill rounds")
 
 
+# How a Windows process ends when an exception (not an exit) ends it: its exit code is the NTSTATUS value.
+NTSTATUS = {
+    0xC0000005: "an access violation",
+    0xC00000FD: "a stack overflow",
+    0xC0000409: "a fail-fast (stack buffer overrun)",
+    0xC0000017: "running out of memory",
+    0xC000001D: "an illegal instruction",
+    0xC0000094: "an integer division by zero",
+    0xC000013A: "Ctrl-C",
+    0x80000003: "a breakpoint",
+}
+
+
 def describe_exit(code: int | None) -> str:
-    """'exited with code 3' / 'was killed by SIGSEGV (segmentation fault)' for a wait status code."""
+    """'exited with code 3' / 'was killed by SIGSEGV (segmentation fault)' for a wait status code; on
+    Windows, 'crashed with an access violation (0xC0000005)' for an exception's exit code."""
     if code is None:
         return "ended (exit status unknown)"
+    if code >= 0x80000000 and (code in NTSTATUS or code >= 0xC0000000):
+        what = NTSTATUS.get(code, "an exception")
+        return f"crashed with {what} (0x{code:08X})"
     if code >= 0:
         return f"exited with code {code}"
     try:

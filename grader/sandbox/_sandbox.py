@@ -180,6 +180,11 @@ class Sandbox:
         return list(self._protections)
 
     @property
+    def absent_protections(self) -> list[str]:
+        """Protections of the Linux sandbox this platform lacks (Windows), for the result to say so."""
+        return list(getattr(self._slot, "absent", ()))
+
+    @property
     def output(self) -> CapturedOutput:
         """Everything the submission printed so far, capped."""
         return self._output.snapshot()
@@ -281,23 +286,27 @@ class Sandbox:
             tail = self._stop_worker()[1]
             raise SlotError(f"the worker failed to start ({type(exc).__name__}: {exc}); output: {tail}") from None
         self._protections = self._parent_protections() + [str(p)[:200] for p in hello.get("protections", [])][:64]
-        if any(p.startswith("rlimit data") for p in self._protections):
+        if any(p.startswith(("rlimit data", "Job Object memory limit")) for p in self._protections):
             assert self._live is not None
             self._live.watchdog.limit_bytes += _RLIMIT_MARGIN_MB * _MIB
         return self._await_import()
 
     def _launch(self) -> None:
-        chan, theirs = socket.socketpair()
-        out_r, out_w = os.pipe()
-        try:
-            worker = self._slot.launch(self._config, theirs.fileno(), out_w)
-        except BaseException:
-            chan.close()
-            os.close(out_r)
-            raise
-        finally:
-            theirs.close()  # the worker has its own copies now; ours would hide its death
-            os.close(out_w)
+        opener = getattr(self._slot, "open_worker", None)
+        if opener is not None:  # Windows: a worker started ahead brings its own channel and output pipe
+            worker, chan, out_r = opener(self._config)
+        else:
+            chan, theirs = socket.socketpair()
+            out_r, out_w = os.pipe()
+            try:
+                worker = self._slot.launch(self._config, theirs.fileno(), out_w)
+            except BaseException:
+                chan.close()
+                os.close(out_r)
+                raise
+            finally:
+                theirs.close()  # the worker has its own copies now; ours would hide its death
+                os.close(out_w)
         limit = self._limits.memory_mb * _MIB
         if self._primary is not None:  # a sidecar's watchdog counts its own worker's processes
             watchdog = MemoryWatchdog(lambda: subtree(worker.pid), limit)
@@ -495,6 +504,8 @@ class Sandbox:
     def _copies_protection(self) -> str:
         if self._slot.uid is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
             return "private copies readable only by the sandbox uid"
+        if os.name == "nt":
+            return "private copies in the user's own temp folder (its ACL)"
         return "private copies 0700"
 
     def _sidecar_pids(self) -> set[int]:

@@ -38,6 +38,11 @@ class SlotError(RuntimeError):
     """The sandbox machinery itself failed (not the submission): the grader cannot run student code."""
 
 
+def windows() -> bool:
+    """Windows: workers are spawned ahead in Job Objects (grader/sandbox/_winslot.py)."""
+    return sys.platform == "win32"
+
+
 def fork_supported() -> bool:
     """Fork from a warm zygote only where that is safe: Linux, unless STEP4_NO_FORK=1."""
     return sys.platform.startswith("linux") and os.environ.get("STEP4_NO_FORK", "") != "1"
@@ -77,8 +82,21 @@ class WorkerHandle:
             self.pidfd = None
 
 
+def popen_exit_code(worker: WorkerHandle, timeout: float) -> int | None:
+    """A spawned worker's exit code, waiting at most ``timeout`` for it; None while it runs."""
+    assert worker.popen is not None
+    try:
+        return worker.popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def poll_in(fds: list[int], timeout: float) -> set[int]:
-    """The fds among ``fds`` readable within ``timeout`` seconds (poll: no FD_SETSIZE cap, unlike select)."""
+    """The fds among ``fds`` readable within ``timeout`` seconds (poll: no FD_SETSIZE cap, unlike select).
+    Windows has no poll: select there, which takes sockets only (all a Windows worker's waits are on)."""
+    if not hasattr(select, "poll"):
+        readable, _, _ = select.select(fds, [], [], max(timeout, 0))
+        return set(readable)
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN)
@@ -308,11 +326,7 @@ class SpawnSlot:
         return WorkerHandle(pid=popen.pid, pidfd=_pidfd(popen.pid), popen=popen, token=token)
 
     def exit_code(self, worker: WorkerHandle, timeout: float) -> int | None:
-        assert worker.popen is not None
-        try:
-            return worker.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return popen_exit_code(worker, timeout)
 
     def sweep(self, worker: WorkerHandle | None) -> int | None:
         if worker is None:

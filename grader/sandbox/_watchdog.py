@@ -59,13 +59,13 @@ class MemoryWatchdog:
 def _rss(p: psutil.Process) -> int:
     try:
         return int(p.memory_info().rss)
-    except psutil.Error:  # exited since it was listed
+    except (psutil.Error, OSError):  # exited since it was listed
         return 0
 
 
 def _pss(p: psutil.Process) -> int:
     try:
         full = p.memory_full_info()
-    except psutil.Error:
+    except (psutil.Error, OSError):  # Wine: USS's NtQueryVirtualMemory(MemoryWorkingSetInformation) is missing
         return _rss(p)
     return int(getattr(full, "pss", full.uss))  # macOS has no PSS; USS is the closest

@@ -24,6 +24,9 @@ __all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "Workspace", "remov
 MAX_FILE_BYTES = 8 << 20
 MAX_TOTAL_BYTES = 32 << 20
 MAX_FILES = 256
+# Windows has no O_NOFOLLOW (the scandir test above already skipped links), and os.open there reads and
+# writes in text mode unless told otherwise: a CRLF source must be copied byte for byte
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
 class Workspace:
@@ -78,11 +81,11 @@ def _copy_regular_files(source: Path, dest: Path) -> list[str]:
         if total + st.st_size > MAX_TOTAL_BYTES or copied >= MAX_FILES:
             skipped.append(entry.name)
             continue
-        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)  # it may have become a symlink since
+        fd = os.open(entry.path, os.O_RDONLY | _NOFOLLOW)  # it may have become a symlink since
         with os.fdopen(fd, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
         target = dest / entry.name
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o400)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         total += len(data)

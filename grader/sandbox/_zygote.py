@@ -2,6 +2,8 @@
 
     python -I _zygote.py --zygote CTL_FD [--no-tests]   warm zygote: forks workers on request (Linux)
     python -I _zygote.py --worker CHAN_FD CONFIG        one fresh worker (macOS, STEP4_NO_FORK=1)
+    python -I -X utf8 _zygote.py --standby HOST PORT [--no-tests]
+                                                       Windows: a worker started ahead (see _winslot)
 
 The zygote imports torch once with one thread, warms it up, and then forks one worker per request
 received on its control socket (SOCK_SEQPACKET, one JSON message per packet, the worker's channel and
@@ -33,6 +35,8 @@ _CHANNEL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
 NO_TESTS = "--no-tests"  # its workers never run a student's tests: no pytest import
+STANDBY = "--standby"  # Windows: warm up, connect to the grader, then wait for this worker's config
+_TOKEN_BYTES = 32
 _MAX_EXITS = 256
 
 
@@ -49,7 +53,7 @@ class _Bootstrap(importlib.abc.MetaPathFinder):
 # the worker (both modes)
 
 
-def worker_main(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str) -> NoReturn:
+def worker_main(chan_fd: int | socket.socket, out_fd: int | None, cfg: dict[str, Any], mode: str) -> NoReturn:
     """Harden, import the submission and serve; always ends the process, never returns."""
     code = 70
     try:
@@ -70,7 +74,9 @@ def worker_main(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str
         os._exit(code)  # in a fork of the zygote, returning would run the zygote's loop
 
 
-def _run_worker(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str) -> int:
+def _run_worker(chan_fd: int | socket.socket, out_fd: int | None, cfg: dict[str, Any], mode: str) -> int:
+    if isinstance(chan_fd, socket.socket):  # Windows: a connected channel, stdout/stderr already the pipe
+        return _serve_windows(chan_fd, cfg, mode)
     if out_fd is not None:  # forked: point stdout/stderr at this worker's own output pipe
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
@@ -91,6 +97,52 @@ def _run_worker(chan_fd: int, out_fd: int | None, cfg: dict[str, Any], mode: str
     return int(
         _child.serve(sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections)
     )
+
+
+def _serve_windows(sock: socket.socket, cfg: dict[str, Any], mode: str) -> int:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # input() gets EOF (stdin was the token's pipe)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    for stream in (sys.stdout, sys.stderr):  # a student's non-ASCII print never fails on a code page
+        stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)  # type: ignore[union-attr]
+    import _child  # type: ignore[import-not-found]
+    import _harden  # type: ignore[import-not-found]
+
+    ops = _load_ops(cfg.get("ops_path"))
+    faulthandler.enable()  # an access violation leaves a Python traceback in the captured output
+    protections = _harden.harden(None, cfg)  # after faulthandler: its exception filter must stay the last word
+    protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
+    return int(
+        _child.serve(sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections)
+    )
+
+
+def _standby_main(host: str, port: int, tests: bool) -> NoReturn:
+    """Windows: import and warm up torch with nothing printed, connect to the grader with the token it
+    wrote on our stdin, and become the worker its config (the first frame) describes."""
+    token = sys.stdin.buffer.read(_TOKEN_BYTES)
+    saved = os.dup(1), os.dup(2)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)  # the warm-up's warnings are not the student's output
+    os.dup2(quiet, 2)
+    try:
+        _warm_up(tests)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, quiet):
+            os.close(fd)
+    import _framing  # type: ignore[import-not-found]
+
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # replies are two sends each (see _winslot)
+    sock.sendall(token)
+    blob = _framing.recv_frame(sock, 1 << 24)
+    if blob is None:  # the grader closed the slot without lending this worker
+        os._exit(0)
+    worker_main(sock, None, json.loads(blob), "spawned ahead (Windows)")
 
 
 def _torch_settings(limits: dict[str, Any]) -> list[str]:
@@ -350,12 +402,16 @@ def main(argv: list[str]) -> None:
     if argv[1] == "--zygote":
         _zygote_main(int(argv[2]), tests=NO_TESTS not in argv[3:])
         return
+    if argv[1] == STANDBY:
+        _standby_main(argv[2], int(argv[3]), tests=NO_TESTS not in argv[4:])
     if argv[1] == "--worker":
         import torch
 
         torch.set_num_threads(1)
         worker_main(int(argv[2]), None, json.loads(argv[3]), "fresh interpreter")
-    raise SystemExit(f"usage: {argv[0]} --zygote CTL_FD [{NO_TESTS}] | --worker CHAN_FD CONFIG")
+    raise SystemExit(
+        f"usage: {argv[0]} --zygote CTL_FD [{NO_TESTS}] | --worker CHAN_FD CONFIG | {STANDBY} HOST PORT [{NO_TESTS}]"
+    )
 
 
 if __name__ == "__main__":
