@@ -86,9 +86,13 @@ HOSTILE_CHECKS = ["interface", "reference_match", "causal_mask"]
 CHECKS_OF = {"memory": ["interface"], "crash": ["reference_match", "causal_mask"]}
 
 
-def hostile_rubric(rubric):  # type: ignore[no-untyped-def]
-    """The rubric hostile heads are graded with here (and on Linux, to compare): short limits."""
-    limits = {"per_call_timeout_s": 4.0, "import_timeout_s": 60.0, "memory_mb": 1024}
+def hostile_rubric(rubric, name: str = ""):  # type: ignore[no-untyped-def]
+    """The rubric hostile heads are graded with here (and on Linux, to compare): short limits. The head that starts
+    a child keeps the default memory cap: the job counts the child python.exe beside the worker, and under Wine the
+    two came to 1080 MiB on its first call (over a 1024 MiB cap, in a CI run of the tier)."""
+    limits: dict[str, float] = {"per_call_timeout_s": 4.0, "import_timeout_s": 60.0}
+    if name != "nonascii":
+        limits["memory_mb"] = 1024
     return rubric.model_copy(update={"limits": rubric.limits.model_copy(update=limits)})
 
 
@@ -128,7 +132,6 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
     from grader.sandbox import WorkerPool
 
     rubric = load_rubric()
-    short = hostile_rubric(rubric)
     timings: dict[str, float] = {}
     with WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base) as pool:
         for name, path in _submissions(work, heads).items():
@@ -136,7 +139,7 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
             t0 = time.perf_counter()
             result = grade(
                 path,
-                short if hostile else rubric,
+                hostile_rubric(rubric, name) if hostile else rubric,
                 pool=pool,
                 tests_pool=pool,
                 only=CHECKS_OF.get(name, HOSTILE_CHECKS) if hostile else None,
