@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from functools import cache
 
 import torch
 
 from grader.diagnosis._causes import cause
-from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, follow, probe, traced
+from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, Trace, follow, probe, traced
 from grader.diagnosis._mutations import Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED
 from grader.diagnosis._where import SIZE_CRASH
 from grader.head import Head
 from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
+
+Traced = Callable[[], Trace | None]  # the head's traced call on the probe, made on first use
 
 # checks a departure of the head's values does not explain: the self-contained ones, and the calling contract
 NOT_VALUES = (*SELF_CONTAINED, "interface", "input_mutation")
@@ -38,8 +42,9 @@ def point(
     length: int | None = None,
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes."""
-    out = _forbidden_lines(head, _left_torch(head, _crash_lines(head, causes, length), length), failing, length)
-    out = _return_lines(head, out, length)
+    once = cache(lambda: traced(head, probe(length), True))  # one traced call on the probe serves all three
+    out = _forbidden_lines(once, _left_torch(once, _crash_lines(head, causes, length)), failing)
+    out = _return_lines(once, out)
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
         return out
@@ -119,12 +124,12 @@ def _leaving(c: Diagnosis) -> tuple[str, ...]:
     return ()
 
 
-def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+def _left_torch(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     """Computing outside torch, or without its graph, at the first line that leaves it (``.numpy()``,
     ``.detach()``) in one traced call."""
     if not any(_leaving(c) and c.where is None for c in causes):
         return causes
-    trace = traced(head, probe(length), True)
+    trace = once()
     if trace is None:
         return causes
     out = []
@@ -141,12 +146,12 @@ def _left_torch(head: Head, causes: list[Diagnosis], length: int | None) -> list
 RETURNING = ("one_value_breach",)  # a returned value that breaks the contract: the line that returns it
 
 
-def _return_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
+def _return_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     """A breach of what the head returns at the line that returns it: the last value of one traced call that
     the head returned (``return att @ v, None`` or ``return softmax(...) @ v``)."""
     if not any(c.id in RETURNING and c.where is None for c in causes):
         return causes
-    trace = traced(head, probe(length), True)
+    trace = once()
     last = [r for r in trace.records if f"v:{r.index}" in trace.returned] if trace is not None else []
     if trace is None or not last:
         return causes
@@ -158,16 +163,14 @@ def _return_lines(head: Head, causes: list[Diagnosis], length: int | None) -> li
 _IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")
 
 
-def _forbidden_lines(
-    head: Head, causes: list[Diagnosis], failing: list[CheckResult], length: int | None
-) -> list[Diagnosis]:
+def _forbidden_lines(once: Traced, causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:
     """The forbidden API's own cause at the line the check found it on in the source; the file is the one the
     head's traced call ran in (the check reads the module the grader imports)."""
     message = next((c.message for c in failing if c.id == "forbidden_api"), "")
     found = _IN_SOURCE.search(message)
     if found is None or not any(c.id == "own:forbidden_api" and c.where is None for c in causes):
         return causes
-    trace = traced(head, probe(length), True)
+    trace = once()
     files = [r.file for r in trace.records] if trace is not None else []
     if not files:
         return causes
