@@ -19,13 +19,13 @@ from typing import Any, Literal
 import torch
 
 from grader.sandbox import _wire
-from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame
+from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame_within
 from grader.sandbox._limits import SandboxLimits
 from grader.sandbox._output import CapturedOutput, OutputCollector, OutputDrain
 from grader.sandbox._pool import WorkerPool
 from grader.sandbox._private import guarded_paths, secret_paths
 from grader.sandbox._reaper import describe_exit, kill_leftovers
-from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, ZygoteSlot, poll_in, subtree
+from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, ZygoteSlot, poll_in, poll_out, subtree
 from grader.sandbox._watchdog import MemoryWatchdog
 from grader.sandbox._workspace import Workspace
 
@@ -312,6 +312,7 @@ class Sandbox:
             watchdog = MemoryWatchdog(lambda: subtree(worker.pid), limit)
         else:  # everything under the zygote but a running sidecar's worker (its own watchdog counts it)
             watchdog = MemoryWatchdog(lambda: self._slot.tree(worker, exclude=self._sidecar_pids()), limit)
+        chan.setblocking(False)  # every send and read waits in poll, bounded by its deadline (_send, _receive)
         self._live = _Live(worker, chan, self._output.drain(out_r), watchdog)
 
     def _await_import(self) -> Reply:
@@ -382,18 +383,19 @@ class Sandbox:
     def _send(self, blob: bytes, deadline: float) -> None:
         assert self._live is not None
         chan = self._live.chan
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+
+        def writable() -> None:  # the worker is not reading: wait for room, never past the deadline
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            poll_out(chan.fileno(), remaining)
+
+        if deadline <= time.monotonic():
             raise _Deadline
-        chan.settimeout(remaining)  # sendall's timeout bounds the whole send (Python >= 3.5)
         try:
-            send_frame(chan, blob)
-        except TimeoutError:
-            raise _Deadline from None
+            send_frame_within(chan, blob, writable)
         except OSError:  # broken pipe / reset: the worker is gone
             raise _Gone from None
-        finally:
-            chan.settimeout(None)
 
     def _receive(self, deadline: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """One reply, or _Deadline / _Gone / _BadReply; never blocks past ``deadline``."""

@@ -103,6 +103,16 @@ def poll_in(fds: list[int], timeout: float) -> set[int]:
     return {fd for fd, _ in poller.poll(max(timeout, 0) * 1000)}
 
 
+def poll_out(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` can take more bytes within ``timeout`` seconds (select on Windows, as poll_in)."""
+    if not hasattr(select, "poll"):
+        _, writable, _ = select.select([], [fd], [], max(timeout, 0))
+        return bool(writable)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(max(timeout, 0) * 1000))
+
+
 def subtree(pid: int) -> list[psutil.Process]:
     """``pid`` and its descendants; empty once it is gone."""
     try:

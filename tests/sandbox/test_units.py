@@ -16,7 +16,7 @@ from sandbox_helpers import IS_ROOT, needs_root
 
 import grader.sandbox
 from grader.sandbox import SandboxLimits, _wire
-from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame
+from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame, send_frame_within
 from grader.sandbox._reaper import describe_exit
 from grader.sandbox._seccomp import _ARCHES, build_program
 from grader.sandbox._uids import lease_uid
@@ -131,6 +131,64 @@ def test_frames_round_trip_and_refuse_oversized_announcements() -> None:
             recv_frame(b, 1 << 20)
         a.close()
         assert recv_frame(b, 1 << 20) is None
+
+
+class _Deadline(Exception):
+    pass
+
+
+def test_the_grader_side_of_a_frame_never_blocks_past_its_wait() -> None:
+    """The grader's socket is non-blocking: its sends and reads wait only in the callbacks it passes,
+    which raise at the deadline, whatever the worker does (never reads, stops mid-frame)."""
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        waits: list[str] = []
+
+        def give_up(what: str) -> None:
+            waits.append(what)
+            if len(waits) > 3:
+                raise _Deadline
+
+        # the peer never reads: the send fills the buffers, then waits, then gives up
+        with pytest.raises(_Deadline):
+            send_frame_within(a, os.urandom(4 << 20), lambda: give_up("send"))
+        assert set(waits) == {"send"}
+        waits.clear()
+        # a reply cut off after its prefix and part of its body: the read waits, never blocks
+        c, d = socket.socketpair()
+        with c, d:
+            c.setblocking(False)
+            d.sendall(struct.pack("!Q", 100) + b"x" * 40)
+            with pytest.raises(_Deadline):
+                recv_frame(c, 1 << 20, lambda: give_up("read"))
+            assert set(waits) == {"read"}
+            # a whole frame already buffered: one wait before its prefix, none for its body
+            waits.clear()
+            e, f = socket.socketpair()
+            with e, f:
+                e.setblocking(False)
+                send_frame(f, b"y" * 1000)
+                assert recv_frame(e, 1 << 20, lambda: waits.append("read")) == b"y" * 1000
+                assert waits == ["read"]
+
+
+def test_a_small_frame_leaves_in_one_call() -> None:
+    """Prefix and body in one send for a small frame (one round trip to the server where each call is
+    one, as under Wine); a large one in two parts, not copied."""
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def sendall(self, data: bytes) -> None:
+            self.calls.append(len(data))
+
+    small, large = Counting(), Counting()
+    send_frame(small, b"z" * 1000)  # type: ignore[arg-type]
+    send_frame(large, b"z" * (1 << 20))  # type: ignore[arg-type]
+    assert small.calls == [1008]
+    assert large.calls == [8, 1 << 20]
 
 
 def test_wire_round_trips_every_dtype_and_layout_and_the_library_reads_it() -> None:
