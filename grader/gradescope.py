@@ -47,11 +47,39 @@ def autograder_root() -> Path:
 
 
 def _status(c: CheckResult) -> str:
-    """Gradescope knows only passed and failed: a skipped check is failed only when it costs points
-    (an extension that was not attempted, or a GPU part on a machine without one, costs none)."""
-    if c.status == "passed" or (c.status == "skipped" and (c.extra_credit or c.score >= c.max_score)):
-        return "passed"
-    return "failed"
+    """The test's status: "passed" for a check that passed, "failed" for every other, a skipped one included.
+
+    Gradescope's spec (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Test case status"): a
+    test's optional ``status`` is "passed" or "failed" and decides how it is shown (a green or a red test);
+    without it, a test counts as passed when its score reaches its max_score. There is no third state, so a
+    skipped check that costs points (no test files: 0 of 9) is "failed", its name ends "(skipped)" and its
+    output says why. A skipped check that costs nothing (an extension not attempted, a GPU part on a machine
+    without one) is no test at all: listed as either colour it would say something untrue, so the overall
+    output names it under "Not graded" (:func:`_not_graded`)."""
+    return "passed" if c.status == "passed" else "failed"
+
+
+def _costs_nothing(c: CheckResult) -> bool:
+    """A skipped check whose points are not part of the grade (extra credit, or worth 0 here)."""
+    return c.status == "skipped" and (c.extra_credit or c.max_score == 0)
+
+
+def _not_graded(result: GradeResult) -> list[str]:
+    """The overall output's line for the skipped checks that cost nothing, with each one's reason."""
+    skipped = [c for c in result.checks if _costs_nothing(c)]
+    if not skipped:
+        return []
+    lines = ["Not graded here (these cost nothing, so they are not listed as tests):"]
+    for c in skipped:
+        reason = c.message.splitlines()[0] if c.message and c.visibility != "hidden" else "skipped"
+        lines.append(f"    {c.id}: {reason}")
+    return lines
+
+
+def _name(c: CheckResult) -> str:
+    """'student_tests: the student's tests catch known bugs (skipped)': what Gradescope lists."""
+    marks = [m for m, on in (("extra credit", c.extra_credit), ("skipped", c.status == "skipped")) if on]
+    return f"{c.id}: {c.title}" + (f" ({', '.join(marks)})" if marks else "")
 
 
 def _heatmap_table(hm: Heatmap) -> str:
@@ -73,10 +101,9 @@ def _heatmap_table(hm: Heatmap) -> str:
 
 
 def _test(number: int, c: CheckResult) -> dict[str, Any]:
-    name = f"{c.id}: {c.title}" + (" (extra credit)" if c.extra_credit else "")
     label = wording.STATUS_LABEL[c.status]
     test: dict[str, Any] = {
-        "name": name,
+        "name": _name(c),
         "number": str(number),
         "score": c.score,
         "max_score": c.max_score,
@@ -108,7 +135,8 @@ def results_json(
     counted = wording.scoring_line(result)
     if counted:
         lines.append(counted)
-    lines += [wording.cause_heading(result, d.id) for d in result.diagnosis if d.deduction is not None]
+    lines += _causes(result)
+    lines += _not_graded(result)
     lines += result.notes
     withheld = sum(c.visibility == "hidden" for c in result.checks)
     if withheld:
@@ -123,10 +151,24 @@ def results_json(
         "output": "\n".join(lines),
         "output_format": "text",
         "stdout_visibility": stdout_visibility,
-        "tests": [_test(k, c) for k, c in enumerate(result.checks, start=1)],
+        "tests": [_test(k, c) for k, c in enumerate(result.checks, start=1) if not _costs_nothing(c)],
         "extra_data": {"rubric": result.rubric, "seed": result.seed, "max_score": result.max_score},
     }
     return data
+
+
+def _causes(result: GradeResult) -> list[str]:
+    """Every root cause with its price, where it shows and its full text (a crash's error: a SyntaxError
+    with its file and line), as the terminal lists them. A cause that explains hidden checks only keeps
+    its heading: its text could describe their inputs."""
+    lines = []
+    hidden = {c.id for c in result.checks if c.visibility == "hidden"}
+    for d in result.diagnosis:
+        lines.append(wording.cause_heading(result, d.id))
+        if not set(d.explains) <= hidden or not d.explains:
+            where = wording.where_line(d)
+            lines += [f"    {ln}" for ln in ([where] if where else []) + (d.detail or "").splitlines() if ln.strip()]
+    return lines
 
 
 def error_results(summary: str, detail: str, *, execution_time: float) -> dict[str, Any]:

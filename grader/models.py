@@ -100,8 +100,10 @@ class Diagnosis(_Strict):
     )
     deduction: float | None = Field(
         default=None,
-        description="Points this cause cost when the grade counts mistakes (its price in the rubric's [mistakes], "
-        "0 when it breaks no graded check); None when the grade counts checks.",
+        description="Points this cause costs counted by mistakes (its price in the rubric's [mistakes], 0 when it "
+        "breaks no graded check), set whenever the named causes explain every failing check: charged when scoring "
+        "is 'mistakes', shown beside the cause when the per-check count stands instead; None when a failing check "
+        "no cause explains leaves the grade counted by checks.",
     )
     where: SourceLine | None = Field(
         default=None, description="The student's line this cause shows at (issue 28); None when none was found."

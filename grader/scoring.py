@@ -5,7 +5,9 @@ forgotten ``causal=False`` branch three. When the diagnosis names causes that ex
 the grade counts the causes instead: each costs its price from the rubric's ``[mistakes]`` once (a cause
 without a price costs the points of the checks it explains, each check charged once). The score is the
 larger of the two counts, so counting mistakes never costs a student points; the per-check table stays the
-evidence. A failing check that no cause explains keeps the per-check score, and the note says which.
+evidence. Whichever count stands, each named cause carries its price (``Diagnosis.deduction``) and the note
+says how the two counts compare. A failing check that no cause explains keeps the per-check score, and the
+note says which.
 """
 
 from __future__ import annotations
@@ -47,20 +49,29 @@ def tally(
     deductions = _deductions(diagnosis, lost, prices, caps or {})
     # the points of the failing checks come back and each mistake's price goes instead; points not earned
     # elsewhere (a skipped check, extra credit not attempted) stay unearned
-    by_mistakes = round(max(0.0, by_checks + sum(lost.values()) - sum(deductions.values())), 6)
-    causes = [d for d in diagnosis if deductions.get(d.id)]
-    if by_mistakes <= by_checks:
+    charged, failing = round(sum(deductions.values()), 6), round(sum(lost.values()), 6)
+    by_mistakes = round(max(0.0, by_checks + failing - charged), 6)
+    # each cause carries its price whichever count stands, so every view can show what it costs by mistakes
+    priced = [d.model_copy(update={"deduction": deductions.get(d.id, 0.0)}) for d in diagnosis]
+    if by_mistakes == by_checks:
         note = (
-            f"Counted by checks: the named causes explain every failing check, but their prices ({_pts(by_mistakes)} "
-            f"points by mistakes) come to no more than the per-check sum ({_pts(by_checks)})."
+            f"Counted by checks: the named causes explain every failing check, and counting each once at its "
+            f"price gives the same score ({_pts(by_checks)} points)."
         )
-        return Tally(by_checks, "checks", by_checks, note, diagnosis)
+        return Tally(by_checks, "checks", by_checks, note, priced)
+    if by_mistakes < by_checks:
+        note = (
+            f"Counted by checks: the named causes explain every failing check, but their prices add up to "
+            f"{_pts(charged)} points, more than the {_pts(failing)} the failing checks cost, so counting by mistakes "
+            f"would give {_pts(by_mistakes)}; the per-check sum ({_pts(by_checks)}) is higher and stands."
+        )
+        return Tally(by_checks, "checks", by_checks, note, priced)
+    causes = [d for d in diagnosis if deductions.get(d.id)]
     note = (
         f"Counted by mistakes: {len(causes)} named cause{'s explain' if len(causes) != 1 else ' explains'} every "
         f"failing check, each charged once ({_pts(by_mistakes)} points; the per-check sum would be {_pts(by_checks)})."
     )
-    charged = [d.model_copy(update={"deduction": deductions.get(d.id, 0.0)}) for d in diagnosis]
-    return Tally(by_mistakes, "mistakes", by_checks, note, charged)
+    return Tally(by_mistakes, "mistakes", by_checks, note, priced)
 
 
 def _deductions(

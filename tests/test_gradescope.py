@@ -23,7 +23,7 @@ import pytest
 from grader.diagnosis import caught_by
 from grader.gradescope import build_bundle, results_json, run_gradescope
 from grader.library import known_heads, reference_path
-from grader.models import CheckResult, Counterexample, GradeResult, Heatmap
+from grader.models import CheckResult, Counterexample, Diagnosis, GradeResult, Heatmap
 from grader.rubric import Rubric
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,12 +84,86 @@ def test_one_test_per_check_with_rubric_visibility() -> None:
     data = results_json(_result(checks))
     _validate_spec(data)
     assert data["score"] == 4.0 and data["stdout_visibility"] == "hidden"
-    assert [t["number"] for t in data["tests"]] == ["1", "2", "3", "4", "5", "6", "7"]
-    assert [t["visibility"] for t in data["tests"]] == [c.visibility for c in checks]  # 1:1
+    # the skipped checks that cost nothing (worth 0 here, extra credit) are no tests: the output names them
+    assert [t["number"] for t in data["tests"]] == ["1", "2", "3", "5", "7"]
+    listed = [c for c in checks if c.id not in ("determinism", "kv_cache")]
+    assert [t["visibility"] for t in data["tests"]] == [c.visibility for c in listed]
     statuses = [t["status"] for t in data["tests"]]
-    assert statuses == ["passed", "failed", "failed", "passed", "failed", "passed", "failed"]
+    assert statuses == ["passed", "failed", "failed", "failed", "failed"]  # skipped: not passed
+    assert "Not graded here" in data["output"] and "    kv_cache: " in data["output"]
     assert data["tests"][2]["output"].startswith("TIMEOUT: ")  # statuses Gradescope lacks are spelled out
     assert SECRET_MESSAGE in data["tests"][1]["output"]
+
+
+def test_a_skipped_check_never_reads_as_passed() -> None:
+    """Issue 36.11: Gradescope showed skipped checks as passed at 0/2 and 0/3 (a test passes when its status
+    says so, or, without one, when its score reaches its max_score). Gradescope has no third state: a skipped
+    check that costs points is "failed", its name and output saying it was skipped and why; one that costs
+    nothing is no test (either colour would say something untrue) and the overall output names it and why."""
+    gpu = "Skipped: this torch build has no CUDA support. This does not count against you."
+    checks = [
+        _check("fused_kernel_cuda", "skipped", extra_credit=True, max_score=2.0, message=gpu),
+        _check("kv_cache", "skipped", extra_credit=True, max_score=3.0, message="Optional: not defined; not graded."),
+        _check("student_tests", "skipped", max_score=9.0, message="Your submission has no test files."),
+        _check("interface", "passed"),
+    ]
+    data = results_json(_result(checks))
+    _validate_spec(data)
+    [skipped, passed] = data["tests"]
+    assert skipped["status"] == "failed" and passed["status"] == "passed"
+    assert skipped["name"].endswith(" (skipped)") and passed["name"] == "interface: interface holds"
+    assert skipped["output"] == f"SKIPPED: {checks[2].message}"
+    assert (skipped["score"], skipped["max_score"]) == (0.0, 9.0)
+    assert not any(t["name"].startswith(("fused_kernel_cuda", "kv_cache")) for t in data["tests"])
+    assert f"    fused_kernel_cuda: {gpu}" in data["output"].splitlines()
+    assert "    kv_cache: Optional: not defined; not graded." in data["output"].splitlines()
+    assert data["score"] == 4.0
+
+
+def test_the_overall_output_names_every_cause_with_its_price_and_text() -> None:
+    """Issue 36.11/36.12: the output above the tests lists each root cause as the terminal does, with its
+    price whichever count stands, and a crash's full text (a SyntaxError's file and line); a cause that
+    explains only hidden checks keeps its heading only."""
+    crash = Diagnosis(
+        id="crash:module", title="Importing your module raises SyntaxError — 2 checks could not run", hint="Fix it.",
+        cites="Section 9.1", kind="crash", explains=["interface", "causal_mask"], deduction=9.0,
+        detail='  File "attention_head.py", line 4\n    return X +\n             ^\nSyntaxError: invalid syntax',
+    )  # fmt: skip
+    secret = Diagnosis(
+        id="secret", title="A hidden crash", hint="h", cites="c", kind="crash", explains=["row_stochastic"],
+        detail=SECRET_MESSAGE, deduction=4.0,
+    )  # fmt: skip
+    checks = [
+        _check("interface", "error", causes=["crash:module"], max_score=5.0),
+        _check("causal_mask", "error", causes=["crash:module"]),
+        _check("row_stochastic", "error", "hidden", causes=["secret"]),
+    ]
+    result = _result(checks).model_copy(update={"diagnosis": [crash, secret], "scoring_note": "Counted by checks."})
+    lines = results_json(result)["output"].splitlines()
+    heading = "(1) Importing your module raises SyntaxError — 2 checks could not run (Section 9.1): price 9 points"
+    k = lines.index(heading)
+    assert lines[k + 1 : k + 5] == [
+        '      File "attention_head.py", line 4', "        return X +", "                 ^",
+        "    SyntaxError: invalid syntax",
+    ]  # fmt: skip
+    assert "(2) A hidden crash (c): price 4 points" in lines and "0.0489531826" not in "\n".join(lines)
+    charged = result.model_copy(update={"scoring": "mistakes", "score": 4.0})
+    assert f"{heading.rsplit(':', 1)[0]}: −9 points" in results_json(charged)["output"].splitlines()
+
+
+def test_a_syntax_error_is_named_in_the_overall_output(tmp_path: Path) -> None:
+    """Issue 36.11: a submission that does not parse: the output above the tests names the SyntaxError, its
+    file and its line (the checks it stopped only point at it)."""
+    (tmp_path / "sub").mkdir()
+    head = "import torch\n\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return X +\n"
+    (tmp_path / "sub" / "attention_head.py").write_text(head)
+    data = run_gradescope(tmp_path / "sub", tmp_path / "results.json", out=_Log())
+    _validate_spec(data)
+    assert data["score"] == 0.0
+    text = data["output"]
+    cause = next(ln for ln in text.splitlines() if ln.startswith("(1) ") and "SyntaxError" in ln)
+    detail = text.split(cause, 1)[1]  # the error's own text, under its cause
+    assert "SyntaxError" in detail and "attention_head.py" in detail and "line 5" in detail, text
 
 
 def test_hidden_checks_show_only_property_and_outcome() -> None:
@@ -267,7 +341,9 @@ def test_run_autograder_end_to_end_correct_and_buggy(tmp_path: Path) -> None:
     good = _run_autograder(root, reference_path().read_text())
     _validate_spec(good)
     assert good["score"] >= good["extra_data"]["max_score"] == 91  # 100 less student_tests; extra credit adds
+    # a GPU part here without a GPU costs nothing: no test, named in the output; every test listed passed
     assert all(t["status"] == "passed" for t in good["tests"]), [t for t in good["tests"] if t["status"] != "passed"]
+    assert "Not graded here" in good["output"]
     assert "submission 1 by Ada" in good["_log"]
     assert "memory watchdog 384 MiB" in good["_log"]  # capped to fit Gradescope's default container
     assert good["_peak_pss"] < 768 * 2**20, f"peak PSS {good['_peak_pss'] / 2**20:.0f} MiB over Gradescope's 768 MB"
@@ -275,7 +351,7 @@ def test_run_autograder_end_to_end_correct_and_buggy(tmp_path: Path) -> None:
     buggy = next(h for h in known_heads("chaff") if h.id == "no_mask")
     bad = _run_autograder(root, buggy.source())
     _validate_spec(bad)
-    failed = {t["name"].split(":")[0] for t in bad["tests"] if t["status"] == "failed"}
+    failed = {t["name"].split(":")[0] for t in bad["tests"] if t["status"] == "failed" and "skipped" not in t["tags"]}
     assert failed == set(caught_by(buggy))
     # The grade's total, which the output says how it counted: by mistakes, no_mask costs its price once, which
     # can be more than the tests' points add up to (they stay the evidence).

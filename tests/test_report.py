@@ -7,7 +7,9 @@ path and the sandbox.
 
 from __future__ import annotations
 
+import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from grader.checks._base import heatmaps_for
 from grader.head import HeadCall, StudentFailure
 from grader.inputs import Case, Shape, make_case
 from grader.library import known_heads, load_reference
-from grader.models import CheckResult, Counterexample, GradeResult, StudentOutput
+from grader.models import CheckResult, Counterexample, Diagnosis, GradeResult, SourceLine, StudentOutput
 from grader.oracle import LiveOracle
 from grader.report import render_html, render_terminal, wording, write_html
 from grader.visuals import BANDWIDTHS, Visuals, collect_visuals
@@ -301,6 +303,58 @@ def test_visuals_never_raise_and_say_why(head: object) -> None:
     assert "could not be computed" in html
 
 
+class _Source(HTMLParser):
+    """The children of ``<pre class="source">``: ('span', classes, text) for each element, ('text', '', data)
+    for text between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = False
+        self.span: list[str] | None = None
+        self.children: list[tuple[str, ...]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = dict(attrs).get("class") or ""
+        if tag == "pre" and "source" in classes.split():
+            self.inside = True
+        elif self.inside:
+            assert tag == "span" and self.span is None, tag  # flat: one span per line
+            self.span = ["span", classes, ""]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self.inside = False
+        elif self.inside and tag == "span" and self.span is not None:
+            self.children.append(tuple(self.span))
+            self.span = None
+
+    def handle_data(self, data: str) -> None:
+        if self.span is not None:
+            self.span[2] += data
+        elif self.inside:
+            self.children.append(("text", "", data))
+
+
+def test_code_excerpts_are_single_spaced() -> None:
+    """Issue 36.5: each line of the excerpt is a block; a newline between two blocks inside a ``<pre>`` is
+    an empty line of its own, so the excerpt read double-spaced. One block per line, nothing between them."""
+    context = {12: "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):", 13: "    d_k = X.shape[-1]",
+               14: "", 15: "    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)"}  # fmt: skip
+    where = SourceLine(file="attention_head.py", line=13, code="d_k = X.shape[-1]", context=context)
+    cause = Diagnosis(
+        id="d_k_from_d", title="d_k read from X", hint="Read d_k from W_K.", cites="Lemma 5.5", explains=["x"],
+        where=where,
+    )  # fmt: skip
+    result = make_result([make_check("score_scaling", "failed")]).model_copy(update={"diagnosis": [cause]})
+    page = render_html(result)
+    parser = _Source()
+    parser.feed(page)
+    assert [kind for kind, _, _ in parser.children] == ["span"] * len(context)  # no text, not even a newline
+    assert [text for _, _, text in parser.children] == [f"{n:4d}  {t}" for n, t in context.items()]
+    assert [classes for _, classes, _ in parser.children] == ["src-line", "src-line src-hl", "src-line", "src-line"]
+    assert re.search(r"pre\.source \.src-line \{[^}]*display: block", page)  # each span is a line of its own
+
+
 # ---- the terminal summary -------------------------------------------------------------------------
 
 
@@ -325,6 +379,31 @@ def test_terminal_summary_uses_the_same_wording() -> None:
         assert wording.points(c) in text and wording.points(c) in html
         if wording.is_problem(c):
             assert wording.headline(c) in text and str(escape(wording.headline(c))) in html
+
+
+def test_every_view_shows_each_causes_price_whichever_count_stands() -> None:
+    """Issue 36.12: when the two counts agree the grade counts checks, and the note says they agree; each cause
+    still shows its price, on the terminal, in the report, in the JSON and on Gradescope."""
+    from grader.gradescope import results_json
+    from grader.scoring import tally
+
+    checks = [make_check("interface"), make_check("causal_mask", "failed"), make_check("convex_hull", "failed")]
+    cause = Diagnosis(id="no_mask", title="No causal mask", hint="Mask the scores.", cites="Definition 4.1",
+                      explains=["causal_mask", "convex_hull"])  # fmt: skip
+    counted = tally(checks, [cause], {"no_mask": 10})  # = the two failing checks' points: the counts agree
+    assert counted.scoring == "checks" and counted.note and "the same score (5 points)" in counted.note
+    checks = [c.model_copy(update={"causes": ["no_mask"]}) if c.status == "failed" else c for c in checks]
+    result = make_result(checks).model_copy(
+        update={"diagnosis": counted.diagnosis, "scoring_note": counted.note, "score_by_checks": counted.score}
+    )
+    heading = "(1) No causal mask (Definition 4.1): price 10 points"
+    console = Console(record=True, width=200, color_system=None)
+    render_terminal(result, console)
+    terminal = console.export_text().splitlines()
+    assert heading in terminal and terminal[-2] == counted.note
+    assert '<span class="chip deduction">price 10 points</span>' in render_html(result)
+    assert json.loads(result.model_dump_json())["diagnosis"][0]["deduction"] == 10
+    assert heading in results_json(result)["output"].splitlines()
 
 
 # ---- through the real grading path ----------------------------------------------------------------

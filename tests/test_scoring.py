@@ -58,7 +58,28 @@ def test_an_unexplained_failure_keeps_the_per_check_score_and_says_which() -> No
 def test_never_below_the_per_check_score() -> None:
     t = tally(CHECKS, [_cause("no_mask", ["reference_match", "row_stochastic", "determinism"])], {"no_mask": 30})
     assert (t.scoring, t.score) == ("checks", 7)
-    assert t.note and "no more than the per-check sum" in t.note
+    assert t.note == (
+        "Counted by checks: the named causes explain every failing check, but their prices add up to 30 points, "
+        "more than the 22 the failing checks cost, so counting by mistakes would give 0; the per-check sum (7) is "
+        "higher and stands."
+    )
+    assert [d.deduction for d in t.diagnosis] == [30]  # the price is shown either way
+
+
+def test_when_the_two_counts_agree_the_note_says_so_plainly() -> None:
+    """Issue 36.12: 'their prices (82 points by mistakes) come to no more than the per-check sum (82)' read as
+    if the prices were 82 points. When the counts agree the note says so, and each cause keeps its price."""
+    causes = [
+        _cause("no_scaling", ["reference_match", "row_stochastic"]),
+        _cause("dropout_left_on", ["determinism"]),
+    ]
+    t = tally(CHECKS, causes, {"no_scaling": 19, "dropout_left_on": 3})  # 22 = what the three failing checks cost
+    assert (t.scoring, t.score, t.score_by_checks) == ("checks", 7, 7)
+    assert t.note == (
+        "Counted by checks: the named causes explain every failing check, and counting each once at its price "
+        "gives the same score (7 points)."
+    )
+    assert [d.deduction for d in t.diagnosis] == [19, 3]
 
 
 def test_an_unpriced_cause_costs_the_points_of_its_checks_each_once() -> None:
@@ -83,7 +104,8 @@ def test_a_check_a_crash_stopped_is_the_crashs_and_is_never_bought_back() -> Non
     assert (t.scoring, t.score) == ("mistakes", 7 + 22 - 21)
     alone = tally(CHECKS, [_cause("fixed_size_buffer", ["reference_match", "row_stochastic", "determinism"], "crash"),
                            _cause("dropout_left_on", ["row_stochastic"])], {"dropout_left_on": 2})  # fmt: skip
-    assert [d.deduction for d in alone.diagnosis or []] == [None, None] and alone.score == 7  # = the per-check sum
+    assert (alone.scoring, alone.score) == ("checks", 7)  # = the per-check sum, and each cause shows its price
+    assert [d.deduction for d in alone.diagnosis] == [22, 0] and alone.note and "the same score" in alone.note
 
 
 def test_a_cause_that_breaks_only_extra_credit_costs_nothing() -> None:

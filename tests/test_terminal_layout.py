@@ -164,3 +164,50 @@ def test_grade_where_it_lands(where: str, columns: str | None) -> None:
     assert sum(LONG_CITE in ln for ln in lines) == 1
     if columns is None:
         assert any(ln.startswith("✗ FAILED  batch_independence") and ln.endswith(LONG_CITE) for ln in lines)
+
+
+def _extra_credit_result() -> GradeResult:
+    """The longest check id of the rubric, two-digit points and extra credit ('+0 / 3 extra', '+2.5 / 3 extra')."""
+    checks = [
+        CheckResult(
+            id="permutation_equivariance", title="t", cites="Theorem 6.1 and Remark 6.3", status="failed", score=0,
+            max_score=12, message="out[0, 1] moved with the permutation", seed=1, duration_s=0,
+        ),
+        CheckResult(
+            id="kv_cache", title="t", cites="Section 8.1 (autoregressive inference and the key-value cache)",
+            status="skipped", score=0, max_score=3, extra_credit=True, message="Optional: not submitted.", seed=1,
+            duration_s=0,
+        ),
+        CheckResult(
+            id="streaming_softmax", title="t", cites="Aside 8.1 (streaming softmax)", status="passed", score=2.5,
+            max_score=3, extra_credit=True, message="ok", seed=1, duration_s=0,
+        ),
+    ]  # fmt: skip
+    return GradeResult(
+        submission="attention_head.py", seed=1, score=2.5, max_score=12, checks=checks, rubric="Project Step 4",
+        duration_s=0,
+    )  # fmt: skip
+
+
+ROW_WIDTH = 9 + 1 + len("permutation_equivariance") + 1 + len("+2.5 / 3 extra")  # status, id, points
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["table", "lines"])
+def test_the_points_column_is_never_cut(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    """Issue 36.6: at 130 columns the terminal cut '+0 / 3 extra' to '+0 / 3 ext…'. At every width that holds
+    a row's status, id and points, each row shows its points whole, right-aligned in one column."""
+    for name in KERNEL_MARKS:
+        monkeypatch.delenv(name, raising=False)
+    result = _extra_credit_result()
+    for width in sorted({130, *range(ROW_WIDTH + 2, 201)}):
+        out = io.StringIO()
+        console = Console(file=out, width=width, color_system=None, highlight=False, force_terminal=terminal)
+        render_terminal(result, console)
+        lines = out.getvalue().splitlines()
+        ends = set()
+        for check in result.checks:
+            row = next(ln for ln in lines if ln.startswith(wording.STATUS_GLYPH[check.status] + " ") and check.id in ln)
+            points = wording.points(check)
+            assert f" {points}" in row, (width, row)
+            ends.add(row.index(points) + len(points))
+        assert len(ends) == 1, (width, lines)  # one column, right-aligned

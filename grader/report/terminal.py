@@ -37,7 +37,7 @@ STYLE: dict[Status, str] = {
 }
 INDENT = 6
 WIDE = 120  # the width of the non-terminal layout when COLUMNS does not say: a row and its citation fit
-STATUS_WIDTH, POINTS_WIDTH = 9, 11
+STATUS_WIDTH, POINTS_WIDTH = 9, 11  # the points column is at least this wide, and as wide as its widest cell
 COMMAND = "Reproduce: "  # a line holding it ends with a command: never wrapped outside a terminal
 
 
@@ -73,25 +73,32 @@ def _row_cells(check: CheckResult, *, withheld: bool) -> tuple[Text, Text, Text,
     return status, Text(check.id), points, Text(cites, "dim")
 
 
-def check_row(check: CheckResult, *, id_width: int, withheld: bool) -> Table:
+def points_width(result: GradeResult) -> int:
+    """The width of the points column: its widest cell ('+0 / 3 extra'), never cut at any width."""
+    return max([POINTS_WIDTH, *(Text(wording.points(c)).cell_len for c in result.checks)])
+
+
+def check_row(check: CheckResult, *, id_width: int, withheld: bool, points_width: int = POINTS_WIDTH) -> Table:
     """'✗ FAILED  causal_mask  0 / 8  Definition 4.1'; fixed columns keep rows aligned as cites wrap."""
     row = Table.grid(padding=(0, 1))
     row.add_column(width=STATUS_WIDTH, no_wrap=True)
     row.add_column(width=id_width, no_wrap=True)
-    row.add_column(width=POINTS_WIDTH, justify="right", no_wrap=True)
+    row.add_column(width=points_width, justify="right", no_wrap=True)
     row.add_column(ratio=1)
     row.add_row(*_row_cells(check, withheld=withheld))
     return row
 
 
-def check_lines(check: CheckResult, *, id_width: int, withheld: bool, width: int) -> list[Text]:
+def check_lines(
+    check: CheckResult, *, id_width: int, withheld: bool, width: int, points_width: int = POINTS_WIDTH
+) -> list[Text]:
     """The row laid out whole for a non-terminal: the citation beside it when the line fits ``width``,
     else alone on the next line, under the citations of the other rows (or indented, when even that is
     too wide); a citation is never cut in two."""
     status, cid, points, cites = _row_cells(check, withheld=withheld)
     status.pad_right(STATUS_WIDTH - status.cell_len)
     cid.pad_right(id_width - cid.cell_len)
-    points.pad_left(POINTS_WIDTH - points.cell_len)
+    points.pad_left(points_width - points.cell_len)
     row = Text(" ").join([status, cid, points])
     if not cites.plain:
         return [row]
@@ -140,6 +147,7 @@ def _causes(result: GradeResult, console: Console, *, table: bool) -> None:
 def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool = False) -> None:
     """Print the summary of ``result`` to ``console``: root causes, then one line per check."""
     id_width = max((len(c.id) for c in result.checks), default=1)
+    points = points_width(result)
     table = table_layout(console)
     _line(console, Text(f"{result.rubric}: {result.submission} (seed {result.seed})", "bold"), table=table)
     for note in result.notes:
@@ -148,9 +156,10 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
     for check in result.checks:
         withheld = wording.is_withheld(check, show_hidden=show_hidden)
         if table:
-            console.print(check_row(check, id_width=id_width, withheld=withheld))
+            console.print(check_row(check, id_width=id_width, withheld=withheld, points_width=points))
         else:
-            for row in check_lines(check, id_width=id_width, withheld=withheld, width=console.width):
+            lines = check_lines(check, id_width=id_width, withheld=withheld, width=console.width, points_width=points)
+            for row in lines:
                 console.print(row, soft_wrap=True)
         if withheld:
             continue

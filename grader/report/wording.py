@@ -141,6 +141,17 @@ def deduction(d: Diagnosis) -> str | None:
     return f"−{fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
 
 
+def price(result: GradeResult, d: Diagnosis) -> str | None:
+    """What a cause costs, beside it wherever causes are listed: '−8 points' when the grade counts mistakes,
+    'price 8 points' when the causes explain every failing check but the grade counts checks (the scoring
+    line says how the two counts compare), None when a failing check no cause explains leaves no price."""
+    if d.deduction is None:
+        return None
+    if result.scoring == "mistakes" or d.deduction == 0:
+        return deduction(d)
+    return f"price {fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
+
+
 def tally(result: GradeResult) -> dict[Status, int]:
     """How many checks ended in each status, in the fixed status order."""
     counts: dict[Status, int] = {s: 0 for s in STATUS_LABEL}
@@ -195,9 +206,9 @@ def cause_line(result: GradeResult, cause_id: str) -> str:
 
 
 def cause_heading(result: GradeResult, cause_id: str) -> str:
-    """The cause line with its deduction when the grade counts mistakes: '(1) No mask (Definition 4.1): −8 points'."""
+    """The cause line with its price: '(1) No mask (Definition 4.1): −8 points' (see :func:`price`)."""
     d = next(d for d in result.diagnosis if d.id == cause_id)
-    cost = deduction(d)
+    cost = price(result, d)
     return cause_line(result, cause_id) + (f": {cost}" if cost else "")
 
 
