@@ -292,6 +292,7 @@ def grade_entry(
             tests_pool=tests_pool,
             label=label,
             parallel=False,  # every slot grades a submission of its own already
+            tests_beside=entry.path.is_dir(),  # a file in the class folder: its neighbours are classmates'
         )
     except SubmissionError as exc:
         return "invalid", unreadable_result(label, rubric, f"Your submission could not be read: {exc}")

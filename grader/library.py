@@ -49,6 +49,8 @@ class KnownHead:
     cites: str = ""
     hint: str = ""
     missed_property: str = ""
+    uses: str = ""  # an input the missed property's words say no test uses (grader.checks._student_tests.USES)
+    missed_if_used: str = ""  # the words instead, when the student's tests are seen to use it
     caught_by: tuple[str, ...] = ()
     price: float | None = None
 

@@ -83,6 +83,7 @@ def grade(
     parallel: bool = True,
     oracle: Oracle | None = None,
     reproduce: Reproduce | None = None,
+    tests_beside: bool = True,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -97,6 +98,8 @@ def grade(
     :func:`grader.oracle.load_oracle`).
     ``reproduce``: the line that reruns one failing check, from its id and seed (default: the ``grade``
     command on ``label``; a notebook's ``check()`` says ``check("causal_mask", seed=20417)``).
+    ``tests_beside``: a ``.py`` submission brings the test files beside it (:mod:`grader.submission`); a batch
+    passes False for a file that sits among other students' files.
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
@@ -118,6 +121,7 @@ def grade(
                 contract=contract_names(rubric.entry_points),
                 packages=rubric.packages,
                 definitions_only=definitions_only,
+                tests_beside=tests_beside,
             )
         )
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:

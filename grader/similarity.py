@@ -431,6 +431,7 @@ def read_class(
                 module,
                 contract=contract_names(rubric.entry_points),
                 packages=rubric.packages,
+                tests_beside=False,  # only the head's source is compared
             ) as sub:
                 codes.append(Code(entry.id, sub.source))
         except SubmissionError as exc:

@@ -7,6 +7,13 @@ folders are ignored, and the head is found at any depth (``Project Step 4/attent
 several candidates the shallowest is graded and a note names the others. A notebook is reduced to
 the definitions the contract names need (:mod:`grader._notebook`); a ``.py`` is imported as it is,
 unless ``definitions_only`` asks for the same reduction.
+
+The student's own tests (Exercise 2) come with the head: in a folder or zip, the ``.py`` files beside
+the head and in ``tests/`` there; for a single ``.py`` file, the test files beside it (``test_*.py``,
+``*_test.py``, ``conftest.py``) and the ``.py`` files of a ``tests/`` folder beside it, so that
+``grade attention_head.py`` runs the same tests as ``grade .`` (nothing else of its folder is read).
+A notebook brings none: a test file cannot import a notebook. A batch grades a ``.py`` that sits in the
+class folder without its neighbours (``tests_beside=False``): they are classmates' files.
 """
 
 from __future__ import annotations
@@ -71,6 +78,49 @@ def contract_names(entry: EntryPoints) -> list[str]:
 def _junk(rel: PurePosixPath) -> bool:
     """Finder and Explorer leftovers, hidden files and folders, caches: never part of a submission."""
     return rel.name in JUNK_NAMES or any(p.startswith(".") or p in JUNK_DIRS for p in rel.parts)
+
+
+def is_test_file(name: str) -> bool:
+    """A file pytest collects by default: ``test_*.py`` or ``*_test.py``."""
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _test_material(rel: PurePosixPath) -> bool:
+    """What a single ``.py`` brings, by its path relative to the file's folder: a test file or conftest.py
+    there, or a ``.py`` in ``tests/`` there (as a folder's ``tests/`` is taken)."""
+    if rel.suffix != ".py" or _junk(rel):
+        return False
+    if len(rel.parts) == 1:
+        return is_test_file(rel.name) or rel.name == "conftest.py"
+    return len(rel.parts) == 2 and rel.parts[0] == "tests"
+
+
+def brought_beside(head: Path, path: Path) -> bool:
+    """Whether ``path`` is one of the files a graded ``head`` (a ``.py``) brings with it: the student's tests."""
+    try:
+        rel = PurePosixPath(path.relative_to(head.parent).as_posix())
+    except ValueError:
+        return False
+    return head.suffix == ".py" and path != head and _test_material(rel)
+
+
+def _tests_beside(path: Path) -> Listing:
+    """The student's tests beside a graded ``.py`` (see the module docstring): its folder is listed, not
+    walked, and only test files are read (the folder may be a crowded Downloads)."""
+    found: Listing = {}
+    for sub in (PurePosixPath(), PurePosixPath("tests")):
+        folder = path.parent.joinpath(*sub.parts)
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            file = folder / name
+            if brought_beside(path, file) and not file.is_symlink() and file.is_file():
+                found[sub / name] = lambda file=file: _read_regular(file)  # type: ignore[misc]
+    return found
 
 
 def _wanted(rel: PurePosixPath) -> bool:
@@ -238,12 +288,14 @@ def prepare(
     contract: Sequence[str] | None = None,
     packages: Sequence[str] = (),
     definitions_only: bool = False,
+    tests_beside: bool = True,
 ) -> Iterator[Prepared]:
     """Yield a private copy of the submission; removed afterwards.
 
     ``contract``: the names graded (default: the default entry points); a notebook, or a module with
     ``definitions_only``, keeps only what they need. ``packages``: the course packages the rubric
-    allows; a note warns about each one not installed here.
+    allows; a note warns about each one not installed here. ``tests_beside``: a single ``.py`` brings the
+    student's tests beside it (the module docstring); False for a file among other students' files.
     """
     path = Path(path)
     contract = list(DEFAULT_CONTRACT if contract is None else contract)
@@ -267,6 +319,11 @@ def prepare(
         elif path.suffix in (".ipynb", ".py"):
             chosen = PurePosixPath(path.name if path.suffix == ".ipynb" else f"{module}.py")
             _write(dest, chosen, _read_regular(path))
+            beside = _tests_beside(path) if path.suffix == ".py" and tests_beside else {}
+            if len(beside) > MAX_FILES:
+                raise SubmissionError(f"more than {MAX_FILES} Python test files beside {path.name}")
+            for rel, read in sorted(beside.items()):
+                _write(dest, rel, read())
         else:
             raise SubmissionError(f"{path.name}: expected a folder, a .py file, a .zip or a .ipynb notebook")
         module_path = dest / f"{module}.py"

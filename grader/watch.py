@@ -31,7 +31,7 @@ from grader.models import GradeResult
 from grader.report.wording import fmt_points
 from grader.sandbox import WorkerPool
 from grader.sandbox._pool import Cancelled
-from grader.submission import JUNK_DIRS, SubmissionError
+from grader.submission import JUNK_DIRS, SubmissionError, brought_beside
 
 STEP_MS = 10  # a burst of changes ends after this long without another (an editor's save takes about 1 ms)
 MAX_BURST_MS = 500  # a burst longer than this is graded anyway (a formatter rewriting on save cancels it)
@@ -43,13 +43,15 @@ SOURCE_SUFFIXES = (".py", ".ipynb")
 def watched(submission: Path, ignore: tuple[Path, ...] = ()) -> tuple[Path, bool, Callable[[Path], bool]]:
     """What to watch for ``submission``: (folder, recursively, is this changed path one to grade on).
 
-    A file (.py, .ipynb, .zip) is watched through its folder, as editors replace it by a rename; a
-    folder, recursively, for its Python files and notebooks (the module, helpers, the student's tests),
-    not its caches, hidden files or the grader's own outputs (``ignore``)."""
+    A file (.py, .ipynb, .zip) is watched through its folder, as editors replace it by a rename, with the
+    test files a .py brings beside it (:func:`grader.submission.brought_beside`; those in a tests/ folder
+    there only where the folder's watch reports them); a folder, recursively, for its Python files and
+    notebooks (the module, helpers, the student's tests), not its caches, hidden files or the grader's
+    own outputs (``ignore``)."""
     root = submission.resolve()
     skip = {p.resolve() for p in ignore}
     if not root.is_dir():
-        return root.parent, False, lambda path: path == root and path not in skip
+        return root.parent, False, lambda path: (path == root or brought_beside(root, path)) and path not in skip
 
     def relevant(path: Path) -> bool:
         try:

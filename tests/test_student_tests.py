@@ -7,6 +7,7 @@ collect them); each test copies one into a fresh submission folder as test_<name
 from __future__ import annotations
 
 import ast
+import json
 import os
 import random
 import shutil
@@ -18,17 +19,27 @@ import pytest
 
 from grader.checks import CHECKS, Ctx
 from grader.checks._student_tests import (
+    ALWAYS_IN_SCOPE,
+    SKIPPED_ON_WHEAT,
+    USES,
+    Call,
+    Tally,
+    _score,
     disguised_head,
     grade_suite,
     in_scope,
+    own_head_suite,
     parse_junit,
+    run_suite,
     suite_files,
+    used_inputs,
 )
 from grader.library import known_heads, load_reference, reference_path
 from grader.oracle import LiveOracle
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import SandboxLimits, WorkerPool
 from grader.sandbox._filesystem import landlock_abi
+from grader.submission import prepare
 
 SUITES = Path(__file__).parent / "student_suites"
 
@@ -89,7 +100,7 @@ def test_a_test_file_that_does_not_import_names_the_file(
 def test_no_tests_is_skipped(tmp_path: Path, rubric: Rubric) -> None:
     verdict = grade_suite(submission(tmp_path), rubric)
     assert verdict.status == "skipped"
-    assert "no test files (test_*.py at its top level or in tests/)" in verdict.message
+    assert "no test files (test_*.py beside the file with your head, or in a tests/ folder there)" in verdict.message
 
 
 def test_suite_folder_takes_tests_from_both_places_and_never_the_head(tmp_path: Path) -> None:
@@ -290,6 +301,11 @@ def test_the_template_suite_passes_on_the_wheat(tmp_path: Path, rubric: Rubric, 
     shutil.copy(TEMPLATE, d / TEMPLATE.name)
     verdict = grade(d, rubric, suite_pool)
     assert verdict.status == "failed" and 0 < (verdict.fraction or 0) < 0.5  # one example test: a start
+    lines = verdict.message.splitlines()
+    assert lines[0].startswith("Your tests pass on a correct head and catch ")
+    assert lines[-1] == SKIPPED_ON_WHEAT  # no count: the run on the instructor's head computed it
+    for said in ("uses d != d_k", "uses d_v != d", "calls the head with causal=False"):  # make_inputs does
+        assert f"none of your tests {said}" not in verdict.message.lower(), said
 
 
 def test_the_check_runs_the_submission_folder(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
@@ -306,3 +322,231 @@ def test_the_check_runs_the_submission_folder(tmp_path: Path, rubric: Rubric, su
     assert CHECKS["student_tests"].needs == ()  # the student's head is never required
     verdict = CHECKS["student_tests"].fn(ctx)
     assert verdict.status == "skipped"
+
+
+# ---- the tests beside a graded .py (issue 36.2) --------------------------------------------------
+
+
+def _student_folder(tmp_path: Path) -> Path:
+    """A student's folder as the template leaves it, and more: a tests/ folder, a helper, other files."""
+    d = tmp_path / "project"
+    (d / "tests").mkdir(parents=True)
+    (d / "attention_head.py").write_text(reference_path().read_text())
+    shutil.copy(TEMPLATE, d / TEMPLATE.name)
+    (d / "conftest.py").write_text("")
+    (d / "shapes_test.py").write_text("def test_shapes():\n    pass\n")
+    (d / "tests" / "test_more.py").write_text("def test_more():\n    pass\n")
+    (d / "scratch.py").write_text("raise SystemExit('not a test file: never copied')\n")
+    (d / "README.md").write_text("")
+    return d
+
+
+def test_a_single_file_brings_the_tests_beside_it(tmp_path: Path) -> None:
+    """`grade attention_head.py` (the student README's command) runs the same tests as `grade .`."""
+    d = _student_folder(tmp_path)
+    with prepare(d / "attention_head.py") as alone, prepare(d) as folder:
+        copied = sorted(p.relative_to(alone.dir).as_posix() for p in alone.dir.rglob("*.py"))
+        assert copied == [
+            "attention_head.py",
+            "conftest.py",
+            "shapes_test.py",
+            "test_attention_head.py",
+            "tests/test_more.py",
+        ]
+        tests = sorted(n for n in suite_files(alone.dir, "attention_head")[0] if n != "conftest.py")
+        assert tests == ["shapes_test.py", "test_attention_head.py", "test_more.py"]
+        assert (
+            suite_files(folder.dir, "attention_head")[0].keys() - {"scratch.py"}
+            == suite_files(alone.dir, "attention_head")[0].keys()
+        )
+
+
+def test_a_watched_file_is_graded_again_when_a_test_beside_it_is_saved(tmp_path: Path) -> None:
+    from grader.watch import watched
+
+    d = _student_folder(tmp_path).resolve()
+    _, _, relevant = watched(d / "attention_head.py")
+    assert all(relevant(d / name) for name in ("attention_head.py", "test_attention_head.py", "shapes_test.py"))
+    assert not any(relevant(d / name) for name in ("scratch.py", "README.md", "test_x.txt"))
+    _, _, relevant = watched(d / "homework.ipynb")
+    assert not relevant(d / "test_attention_head.py")  # a notebook brings no tests
+
+
+def test_a_file_among_classmates_files_brings_none_of_them(tmp_path: Path) -> None:
+    """A batch's class folder: a .py entry must not read a classmate's tests (nor a notebook its folder's)."""
+    d = _student_folder(tmp_path)
+    with prepare(d / "attention_head.py", tests_beside=False) as sub:
+        assert [p.name for p in sub.dir.rglob("*.py")] == ["attention_head.py"]
+    cell: dict[str, object] = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    code = "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return X, X\n"
+    notebook = {"cells": [{**cell, "source": code}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (d / "homework.ipynb").write_text(json.dumps(notebook))
+    with prepare(d / "homework.ipynb") as sub:  # a test file cannot import a notebook: none is its test
+        assert [p.name for p in sub.dir.rglob("*.py")] == ["attention_head.py"]
+
+
+def test_a_batch_grades_a_file_entry_without_its_neighbours(
+    tmp_path: Path, rubric: Rubric, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import grader.runner
+    from grader.batch import Entry, grade_entry
+
+    seen: dict[str, bool] = {}
+
+    def fake_grade(path: Path, rubric: Rubric, **kwargs: object) -> None:
+        seen[Path(path).name] = bool(kwargs.get("tests_beside", True))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(grader.runner, "grade", fake_grade)
+    (tmp_path / "class" / "bob").mkdir(parents=True)
+    (tmp_path / "class" / "alice.py").write_text("")
+    (tmp_path / "class" / "test_carol.py").write_text("")
+    (tmp_path / "class" / "bob" / "my_head.py").write_text("")
+    for entry in (Entry("alice", tmp_path / "class" / "alice.py"), Entry("bob", tmp_path / "class" / "bob")):
+        grade_entry(entry, rubric, pool=None)
+    assert seen == {"alice.py": False, "my_head.py": True}  # bob's folder is his own
+
+
+def test_grading_the_file_runs_its_tests(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
+    from grader.runner import grade as grade_submission
+
+    d = tmp_path / "project"
+    d.mkdir()
+    (d / "attention_head.py").write_text(reference_path().read_text())
+    (d / "test_fails_on_wheat.py").write_text(suite_text("fails_on_wheat"))
+    result = grade_submission(d / "attention_head.py", rubric, only=["student_tests"], pool=pool, visuals=False)
+    (check,) = result.checks
+    assert check.message.startswith("Your test test_fails_on_wheat.py::test_upper_triangle_is_used fails"), check
+
+
+# ---- counted as pytest counts, shown as pytest shows (issue 36.3) --------------------------------
+
+
+def test_tests_are_counted_as_pytest_counts_them() -> None:
+    xml = (
+        '<testsuites><testsuite tests="6" failures="2" errors="1" skipped="2">'
+        '<testcase classname="test_a" name="test_ok"/>'
+        '<testcase classname="test_a" name="test_f"><failure message="AssertionError">E   AssertionError</failure>'
+        '</testcase><testcase classname="test_a" name="test_g"><failure message="x">E   x</failure></testcase>'
+        '<testcase classname="test_a" name="test_e"><error message="fixture">E   x</error></testcase>'
+        '<testcase classname="test_a" name="test_todo"><skipped type="pytest.skip" message="TODO"/></testcase>'
+        '<testcase classname="test_a" name="test_xf"><skipped type="pytest.xfail" message="known"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    cases = parse_junit(xml)
+    assert not isinstance(cases, str)
+    tally = Tally.of(cases)
+    assert tally == Tally(passed=1, failed=2, errors=1, skipped=2)
+    assert tally.words() == "2 failed, 1 passed, 2 skipped, 1 error"  # pytest's summary line, in its order
+    assert Tally(passed=3, skipped=5).words() == "3 passed, 5 skipped"
+
+
+def test_a_failure_is_shown_as_pytest_shows_it_and_bounded() -> None:
+    detail = "\n".join(f"E   line {k}" for k in range(30))
+    xml = (
+        '<testsuite tests="1" failures="1" errors="0" skipped="0"><testcase classname="test_a" name="test_f">'
+        '<failure message="AssertionError: Tensor-likes are not close!&#10;&#10;Mismatched elements: 3 / 4&#10;'
+        '[+2 more lines; full report in element text]">'
+        "../src/test_a.py:12: in test_f\n    torch.testing.assert_close(out, expected)\n"
+        "E   AssertionError: Tensor-likes are not close!\nE   \nE   Mismatched elements: 3 / 4\n"
+        f"{detail}</failure></testcase></testsuite>"
+    )
+    cases = parse_junit(xml)
+    assert not isinstance(cases, str)
+    (case,) = cases
+    assert "element text" not in case.message
+    lines = case.excerpt.splitlines()
+    assert lines[:4] == [
+        "test_a.py, line 12, in test_f",
+        "  torch.testing.assert_close(out, expected)",
+        "AssertionError: Tensor-likes are not close!",
+        "Mismatched elements: 3 / 4",
+    ]
+    assert len(lines) == 12 and lines[-1] == "... (23 more lines: run pytest on this test to see them)"
+    assert "\\n" not in case.excerpt and "E   " not in case.excerpt
+
+
+TWO_FAILING = """
+
+def test_row_zero_sees_key_one():
+    X, W_Q, W_K, W_V = make_inputs()
+    _, weights = causal_self_attention(X, W_Q, W_K, W_V)
+    assert weights[0, 0, 1] == 1, "first line\\nsecond line"
+
+
+def test_output_moves():
+    X, W_Q, W_K, W_V = make_inputs()
+    out, _ = causal_self_attention(X, W_Q, W_K, W_V)
+    torch.testing.assert_close(out, out + 1)
+"""
+
+
+def test_the_kit_counts_the_templates_skips_as_skips(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
+    d = submission(tmp_path)
+    shutil.copy(TEMPLATE, d / TEMPLATE.name)
+    verdict = own_head_suite(d, reference_path().read_text(), rubric, pool=suite_pool)
+    assert verdict.message.splitlines() == [
+        "Your tests pass on your own head: 1 passed, 7 skipped.",
+        "The 7 skipped tests check nothing: replace each pytest.skip(...) with a real test.",
+    ]
+
+
+def test_the_kit_counts_every_failure_and_shows_the_first(
+    tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool
+) -> None:
+    """pytest runs every test on the student's own head, so the counts are the ones pytest prints."""
+    d = submission(tmp_path)
+    (d / TEMPLATE.name).write_text(TEMPLATE.read_text() + TWO_FAILING)
+    verdict = own_head_suite(d, reference_path().read_text(), rubric, pool=suite_pool)
+    line = len(TEMPLATE.read_text().splitlines()) + 6
+    assert verdict.message.splitlines()[:6] == [
+        "Your test test_attention_head.py::test_row_zero_sees_key_one fails on your own head (2 failed, 1 passed, "
+        "7 skipped; the first failure is shown): either the head or the test is wrong; the other checks tell "
+        "which property the head breaks.",
+        f"  test_attention_head.py, line {line}, in test_row_zero_sees_key_one",
+        '    assert weights[0, 0, 1] == 1, "first line\\nsecond line"',  # the student's own source, as written
+        "  AssertionError: first line",
+        "    second line",
+        "  assert tensor(0., dtype=torch.float64) == 1",
+    ]
+    assert verdict.message.splitlines()[-1].startswith("The 7 skipped tests check nothing")
+
+
+# ---- the inputs a suite uses, seen through its helpers (issue 36.3) ------------------------------
+
+
+def test_the_inputs_the_tests_use_are_observed_through_a_helper(tmp_path: Path, suite_pool: WorkerPool) -> None:
+    """The template's tests build their inputs with make_inputs (d=4, d_k=3, d_v=2): the grader sees the calls
+    the head gets while the tests run, not the source."""
+    files = {TEMPLATE.name: TEMPLATE.read_bytes()}
+    run = run_suite(files, disguised_head(None), SandboxLimits(), suite_pool, observe=["causal_self_attention"])
+    assert run.outcome == "passed"
+    shapes = {(c.args, tuple(sorted(c.kwargs.items()))) for c in run.calls}
+    assert shapes == {(((2, 5, 4), (4, 3), (4, 3), (4, 2)), (("causal", causal),)) for causal in (True, False)}
+    used = used_inputs(run.calls, EntryPoints())
+    assert used == {("causal_self_attention", c) for c in ("d != d_k", "d_v != d", "causal=False", "B >= 2")}
+
+
+def test_a_call_is_bound_as_the_reference_names_its_parameters() -> None:
+    square = Call("causal_self_attention", ((1, 3, 4), (4, 4), (4, 4), (4, 4)), {})
+    assert used_inputs([square], EntryPoints()) == set()  # causal defaults to True; B = 1; d = d_k = d_v
+    renamed = Call("attend", ((2, 3, 4),), {"W_Q": (4, 3), "W_K": (4, 3), "W_V": (4, 4), "causal": False})
+    found = used_inputs([renamed], EntryPoints(causal_self_attention="attend"))
+    assert found == {("causal_self_attention", c) for c in ("d != d_k", "causal=False", "B >= 2")}
+    assert used_inputs([Call("attend", ((2, 3, 4),) * 6, {})], EntryPoints(causal_self_attention="attend")) == set()
+
+
+def test_a_missed_bug_never_says_no_test_uses_an_input_the_tests_use() -> None:
+    chaff = next(c for c in CHAFFS if c.id == "scale_by_sqrt_d_model")
+    unused = _score([chaff], [chaff], []).message
+    assert "- None of your tests uses d != d_k" in unused
+    used = _score([chaff], [chaff], [], used={("causal_self_attention", "d != d_k")}).message
+    assert "none of your tests uses d != d_k" not in used.lower()
+    assert "- Your tests call the head with d != d_k, but none compares" in used
+
+
+def test_every_input_the_catalog_names_is_one_the_grader_observes() -> None:
+    said = [c for c in CHAFFS if c.uses]
+    assert {c.id for c in said} >= {"scale_by_sqrt_d_model", "causal_flag_ignored", "no_value_projection"}
+    for c in said:
+        assert c.uses in USES and c.missed_if_used.strip() and c.function in ALWAYS_IN_SCOPE, c.id

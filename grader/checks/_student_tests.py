@@ -19,7 +19,13 @@ Nothing a run computed is quoted back: the worker holds an instructor's head, an
 source (``inspect.getsource``) into any message, test name or output. Of a chaff run only whether it
 was caught counts. Of a failure on the wheat a student sees the failing test's name, the line of their
 own file that failed (read from the grader's copy), the exception type and their own message, each
-checked against their files (:func:`_shown`); never values, reprs, tracebacks or output.
+checked against their files (:func:`_shown`); never values, reprs, tracebacks or output. What a run
+reports of itself beyond that (whether a test was skipped; which inputs its tests called the head with,
+observed in the worker as :class:`Call` records, never read from the source, so a helper such as the
+template's ``make_inputs`` is seen through) only chooses among the grader's fixed words: no count or
+value of it is quoted. The student kit runs the suite on the student's own head instead, every test
+(no ``-x``), and says what pytest says: its counts (:class:`Tally`) and the first failure as pytest
+shows it (:func:`_excerpt`).
 
 Scope: the chaffs of ``causal_self_attention`` (the head Exercise 2 asks to test) always count; the
 chaffs of another contract function count only when the test files mention its name, so a suite is
@@ -39,6 +45,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -47,6 +54,7 @@ from grader.library import KnownHead, indistinguishable, known_heads, reference_
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import Reply, Sandbox, SandboxLimits, WorkerPool
 from grader.sandbox._private import PrivateDir
+from grader.submission import is_test_file
 
 ALWAYS_IN_SCOPE = ("causal_self_attention",)
 XML_CAP = 1 << 20  # bytes; the worker ships at most one byte more
@@ -57,8 +65,8 @@ OWN_SLOTS = 2  # a private pool runs two suites at once (the grading machines ha
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 NO_TESTS = (
-    "Your submission has no test files (test_*.py at its top level or in tests/). Exercise 2 asks you to "
-    "test your head; start from test_attention_head.py in the student template."
+    "Your submission has no test files (test_*.py beside the file with your head, or in a tests/ folder there). "
+    "Exercise 2 asks you to test your head; start from test_attention_head.py in the student template."
 )
 
 Outcome = Literal["passed", "failed", "empty", "broken", "timeout"]
@@ -71,6 +79,51 @@ class Reported:
     message: str = ""  # as the worker reported it: quote it only for a run on the student's own head
     exc_type: str = ""  # the exception's name, as reported (checked before it is shown)
     where: tuple[str, int] | None = None  # the last (file name, line) of the traceback, as reported
+    excerpt: str = ""  # the failure as pytest prints it (:func:`_excerpt`): quote it only for the student's own head
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A run's tests counted as pytest counts them (its summary line): the one count every message uses.
+
+    A test skipped by ``pytest.skip`` (the template's TODOs) is skipped, never passed; an expected failure
+    (``xfail``) is reported as skipped by pytest's JUnit XML and counted so."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def of(cls, cases: Sequence[Reported]) -> Tally:
+        count = {o: sum(c.outcome == o for c in cases) for o in ("passed", "failed", "error", "skipped")}
+        return cls(count["passed"], count["failed"], count["error"], count["skipped"])
+
+    def words(self) -> str:
+        """Pytest's summary in its order and words: "2 failed, 1 passed, 5 skipped"."""
+        parts = [(self.failed, "failed"), (self.passed, "passed"), (self.skipped, "skipped")]
+        said = [f"{n} {word}" for n, word in parts if n]
+        if self.errors:
+            said.append(f"{self.errors} error{'s' if self.errors > 1 else ''}")
+        return ", ".join(said) or "no tests ran"
+
+    def skip_advice(self) -> str:
+        """A line for a suite with skipped tests (empty without): they check nothing. (Of a run on the
+        student's own head only: a count from a run on an instructor's head is not quoted.)"""
+        if not self.skipped:
+            return ""
+        which = "A skipped test checks" if self.skipped == 1 else f"The {self.skipped} skipped tests check"
+        return f"{which} nothing: replace each pytest.skip(...) with a real test."
+
+
+@dataclass(frozen=True)
+class Call:
+    """One distinct call the tests made of a contract function, as the worker observed it (the run can forge
+    it: it only chooses the words of advice to the suite's own author). A tensor is its shape."""
+
+    function: str  # the name called (the rubric's entry point)
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
 
 
 @dataclass
@@ -82,6 +135,7 @@ class Run:
     detail: str = ""  # why a run is broken, timed out or empty (may quote the run's own output)
     duration_s: float = 0.0
     reason: str = ""  # the same, in the grader's words only: safe for a run on an instructor's head
+    calls: list[Call] = field(default_factory=list)  # how the tests called the observed functions (untrusted)
 
     @property
     def failures(self) -> list[Reported]:
@@ -89,10 +143,6 @@ class Run:
 
 
 # ---- the student's files -------------------------------------------------------------------------
-
-
-def is_test_file(name: str) -> bool:
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def suite_files(submission_dir: Path, module: str) -> tuple[dict[str, bytes], list[str]]:
@@ -189,8 +239,15 @@ def run_suite(
     limits: SandboxLimits,
     pool: WorkerPool,
     module: str = "attention_head",
+    *,
+    exitfirst: bool = True,
+    observe: Sequence[str] = (),
 ) -> Run:
     """Run the test files with pytest in a fresh worker whose folder holds them and ``head``.
+
+    ``exitfirst``: stop at the first failing test (enough to catch a chaff); False runs them all, so that
+    the run's :class:`Tally` is the one pytest prints. ``observe``: the functions whose calls by the tests
+    are recorded (:attr:`Run.calls`); pass the same in every run of a suite, so the heads stay alike.
 
     The folder is private (0700, grader only; the worker gets its own copy of it, readable by its uid
     alone) and holds nothing else: no other head, no catalog, nothing of the reference's package.
@@ -203,6 +260,8 @@ def run_suite(
         params = {
             "tests": sorted(n for n in files if is_test_file(n)),
             "test_timeout_s": limits.per_call_timeout_s * TEST_SHARE,
+            "exitfirst": exitfirst,
+            "observe": list(observe),
         }
         with Sandbox(folder, limits, pool=pool, module=module) as sandbox:
             reply = sandbox.request("pytest", params, {}, timeout_s=limits.per_call_timeout_s)
@@ -229,19 +288,114 @@ def judge_reply(reply: Reply) -> Run:
         why = f"{parsed} (pytest exit code {code})"
         return Run("broken", detail=why, reason=why)
     cases = parsed
+    calls = _calls(reply.header.get("calls"))
     bad = [c for c in cases if c.outcome in ("failed", "error")]
     ran = [c for c in cases if c.outcome == "passed"]
     if code == 0 and not bad:
         if ran:
-            return Run("passed", cases)
+            return Run("passed", cases, calls=calls)
         return Run("empty", cases, "every test was skipped", reason="every test was skipped")
     if code in (1, 2) and bad:  # 1: tests failed; 2: interrupted, e.g. a test file failed to import
-        return Run("failed", cases)
+        return Run("failed", cases, calls=calls)
     if code == 5 and not cases:
         why = "pytest collected no tests (test functions are named test_...)"
         return Run("empty", cases, why, reason=why)
     why = f"pytest exit code {code} does not agree with its report ({len(bad)} failures)"
     return Run("broken", cases, why, reason=why)
+
+
+MAX_CALLS = 64  # distinct calls read from a reply (the worker records no more)
+
+
+def _calls(value: object) -> list[Call]:
+    """The observed calls of a reply's header, each value checked: an int, a bool, None or a shape (a short
+    list of ints); anything else reads as None, and a malformed record is dropped."""
+
+    def plain(v: object) -> object:
+        if v is None or type(v) in (bool, int):
+            return v
+        if type(v) is list and len(v) <= 8 and all(type(n) is int for n in v):
+            return tuple(v)
+        return None
+
+    calls: list[Call] = []
+    for record in value[:MAX_CALLS] if type(value) is list else []:
+        if type(record) is not dict:
+            continue
+        name, args, kwargs = record.get("name"), record.get("args"), record.get("kwargs")
+        if type(name) is str and type(args) is list and type(kwargs) is dict and len(args) + len(kwargs) <= 16:
+            named = {k: plain(v) for k, v in kwargs.items() if type(k) is str}
+            calls.append(Call(name, tuple(plain(a) for a in args), named))
+    return calls
+
+
+def _shape(bound: dict[str, object], name: str) -> tuple[int, ...]:
+    value = bound.get(name)
+    return value if isinstance(value, tuple) and value else ()
+
+
+def _widths_differ(bound: dict[str, object], a: str, b: str) -> bool:
+    left, right = _shape(bound, a), _shape(bound, b)
+    return bool(left and right) and left[-1] != right[-1]
+
+
+# Inputs a suite is seen to use, by condition on one call's arguments (named as in the reference; a tensor
+# is its shape): the catalog's ``uses`` names one, and its ``missed_if_used`` words replace the
+# ``missed_property`` that says no test uses it.
+USES: dict[str, Callable[[dict[str, object]], bool]] = {
+    "d != d_k": lambda bound: _widths_differ(bound, "X", "W_Q"),
+    "d_v != d": lambda bound: _widths_differ(bound, "W_V", "X"),
+    "causal=False": lambda bound: bound.get("causal") is False,
+    "B >= 2": lambda bound: len(_shape(bound, "X")) == 3 and _shape(bound, "X")[0] >= 2,
+}
+
+
+@cache
+def _parameters(function: str) -> list[tuple[str, object]]:
+    """The reference's parameters of ``function``: (name, literal default or a marker for none)."""
+    tree = ast.parse(reference_path().read_text(encoding="utf-8"))
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if node is None:
+        return []
+    args = node.args.posonlyargs + node.args.args
+    defaults: list[ast.expr | None] = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
+    pairs = list(zip(args, defaults, strict=True)) + list(zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True))
+
+    def literal(d: ast.expr | None) -> object:
+        if d is None:
+            return _NO_DEFAULT
+        try:
+            return ast.literal_eval(d)
+        except ValueError:
+            return _NO_DEFAULT
+
+    return [(a.arg, literal(d)) for a, d in pairs]
+
+
+_NO_DEFAULT = object()
+
+
+def used_inputs(calls: Sequence[Call], entry: EntryPoints) -> set[tuple[str, str]]:
+    """(contract function, condition of :data:`USES`) for every condition some observed call meets, its
+    arguments bound to the reference's parameters (a call that cannot bind counts for nothing)."""
+    contract = {alias: name for name, alias in entry.model_dump().items() if name != "module"}
+    found: set[tuple[str, str]] = set()
+    for call in calls:
+        function = contract.get(call.function)
+        parameters = _parameters(function) if function is not None else []
+        names = [n for n, _ in parameters]
+        if (
+            function is None
+            or not names
+            or len(call.args) > len(names)
+            or not set(call.kwargs) <= set(names[len(call.args) :])
+        ):
+            continue
+        bound = {n: d for n, d in parameters if d is not _NO_DEFAULT}
+        bound.update(zip(names, call.args, strict=False))
+        bound.update(call.kwargs)
+        found |= {(function, condition) for condition, holds in USES.items() if holds(bound)}
+    return found
 
 
 _DEATH = re.compile(
@@ -296,7 +450,7 @@ def _case(tc: ET.Element) -> Reported:
         el = tc.find(tag)
         if el is None:
             continue
-        message = (el.get("message") or "").strip()
+        message = _SHORTENED.sub("", (el.get("message") or "").strip())  # pytest's note on its attribute: jargon
         lines = [re.sub(r"^E\s+", "", ln).strip() for ln in (el.text or "").splitlines() if ln.strip()]
         if lines and lines[-1] not in message:  # e.g. "collection failure" + the ImportError line
             message = f"{message}: {lines[-1]}" if message else lines[-1]
@@ -306,10 +460,40 @@ def _case(tc: ET.Element) -> Reported:
         where = None
         for m in _TB_LINE.finditer(el.text or ""):
             where = (m.group(1).rsplit("/", 1)[-1], int(m.group(2)))
-        return Reported(test_id, outcome, message[:TEXT_CAP], exc_type[:100], where)  # type: ignore[arg-type]
+        excerpt = _excerpt(el.text or "") if outcome != "skipped" else ""
+        return Reported(test_id, outcome, message[:TEXT_CAP], exc_type[:100], where, excerpt)  # type: ignore[arg-type]
     return Reported(test_id, "passed")
 
 
+EXCERPT_LINES = 12  # lines of a failure quoted back to the student (their own head's run only)
+EXCERPT_WIDTH = 160  # characters per line
+
+
+def _excerpt(text: str) -> str:
+    """A failure as a student reads it in pytest's short traceback: each frame as "file, line N, in name"
+    with its source line, then the error's lines (pytest's "E" prefix dropped, real newlines), at most
+    ``EXCERPT_LINES`` lines; what is left out is counted, and pytest shows it all."""
+    shown: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        frame = _TB_LINE.match(line + " ")
+        if frame is not None:
+            name = line[frame.end() :].strip()
+            shown.append(f"{frame.group(1).rsplit('/', 1)[-1]}, line {frame.group(2)}, in {name}")
+        elif line.startswith("E"):
+            said = re.sub(r"^E {0,3}", "", line).rstrip()
+            shown += [said] if said else []
+        else:
+            shown.append("  " + line.strip())
+    shown = [SANDBOX_PATH.sub("", line)[:EXCERPT_WIDTH] for line in shown]
+    if len(shown) > EXCERPT_LINES:
+        rest = len(shown) - EXCERPT_LINES + 1
+        shown = [*shown[: EXCERPT_LINES - 1], f"... ({rest} more lines: run pytest on this test to see them)"]
+    return "\n".join(shown)
+
+
+_SHORTENED = re.compile(r"\n?\[(?:\+\d+ more lines?|truncated); full report in element text\]$")
 _E_LINE = re.compile(r"^E\s+([A-Za-z_][\w.]*)(?::|$)", re.MULTILINE)  # "E   AssertionError: ..." (the first one)
 _TB_LINE = re.compile(r"^(\S+\.py):(\d{1,6}): in ", re.MULTILINE)  # --tb=short: "test_x.py:18: in test_y"
 
@@ -356,12 +540,13 @@ def grade_suite(
     order.insert(rng.randrange(len(order) + 1), None)  # the second wheat run, somewhere among the chaffs
     deadline = time.monotonic() + limits.per_submission_timeout_s
     with _pool_for(pool, limits, jobs) as (active, width):
+        observe = [getattr(entry, f) for f in ALWAYS_IN_SCOPE]  # the same in every run: the heads stay alike
 
         def run(head: KnownHead | None) -> Run | None:
             if time.monotonic() > deadline:
                 return None
             override = None if head is None else head.path.read_text(encoding="utf-8")
-            return run_suite(files, disguised_head(override, entry), limits, active, entry.module)
+            return run_suite(files, disguised_head(override, entry), limits, active, entry.module, observe=observe)
 
         first = run(None)
         assert first is not None
@@ -379,9 +564,10 @@ def grade_suite(
         if head is not None and result.outcome != "failed":
             missed.append(head)
     unrun = [h for h, r in zip(order, runs, strict=True) if r is None and h is not None]
+    used = used_inputs(first.calls, entry)  # of the first wheat run: the tests on a correct head
     if unrun:
-        return _out_of_time(chaffs, missed, unrun, limits, notes)
-    return _score(chaffs, missed, notes)
+        return _out_of_time(chaffs, missed, unrun, limits, notes, used)
+    return _score(chaffs, missed, notes, Tally.of(first.cases).skipped > 0, used)
 
 
 def _run_all(
@@ -399,19 +585,43 @@ def _run_all(
     return results
 
 
-def _score(chaffs: list[KnownHead], missed: list[KnownHead], notes: list[str]) -> Verdict:
+def _score(
+    chaffs: list[KnownHead],
+    missed: list[KnownHead],
+    notes: list[str],
+    skipped: bool = False,
+    used: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+) -> Verdict:
+    """The verdict of a suite that passed on the wheat. ``skipped``: some test was skipped there; ``used``:
+    the inputs its tests were seen to use (:func:`used_inputs`). Both only choose among the grader's words:
+    the run computed them, so no count of theirs is quoted."""
     caught = len(chaffs) - len(missed)
     fraction = caught / len(chaffs) if chaffs else 1.0
     head = (
         f"Your tests pass on a correct head and catch {caught} of {len(chaffs)} known bugs "
         f"({100 * fraction:.0f}%); a bug is caught when at least one test fails on it."
     )
+    advice = [SKIPPED_ON_WHEAT] if skipped else []
     if not missed:
-        return passed(head, fraction=fraction, notes=notes)
+        return passed("\n".join([head, *advice]), fraction=fraction, notes=notes)
     lines = [head, "Properties no test checked yet (add a test for each):"]
     ordered = sorted(missed, key=chaffs.index)  # catalog order: the same suite gives the same message
-    lines += [f"- {c.missed_property[:1].upper()}{c.missed_property[1:]}." for c in ordered]
-    return failed("\n".join(lines), fraction=fraction, notes=notes)
+    said = [_missed_words(c, used) for c in ordered]
+    lines += [f"- {words[:1].upper()}{words[1:]}." for words in said]
+    return failed("\n".join([*lines, *advice]), fraction=fraction, notes=notes)
+
+
+SKIPPED_ON_WHEAT = (
+    "Some of your tests were skipped (pytest.skip) and a skipped test checks nothing: replace each "
+    "pytest.skip(...) with a real test."
+)
+
+
+def _missed_words(chaff: KnownHead, used: set[tuple[str, str]]) -> str:
+    """What a suite that missed ``chaff`` did not check; never that no test uses an input it was seen to use."""
+    if chaff.uses and (chaff.function, chaff.uses) in used:
+        return chaff.missed_if_used
+    return chaff.missed_property
 
 
 def _wheat_verdict(run: Run, files: dict[str, bytes], *, first: bool, notes: list[str]) -> Verdict:
@@ -574,9 +784,9 @@ def _misbehaved(run: Run, against: str, notes: list[str]) -> Verdict:
 
 def _out_of_time(
     chaffs: list[KnownHead], missed: list[KnownHead], unrun: list[KnownHead], limits: SandboxLimits,
-    notes: list[str],
+    notes: list[str], used: set[tuple[str, str]],
 ) -> Verdict:  # fmt: skip
-    verdict = _score(chaffs, missed + unrun, notes)
+    verdict = _score(chaffs, missed + unrun, notes, used=used)
     verdict.status = "timeout"  # type: ignore[assignment]
     verdict.message = (
         f"Your tests took more than {limits.per_submission_timeout_s:g} s over all the instructor's heads; "
@@ -618,20 +828,26 @@ def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: Wor
         message = NO_TESTS
     else:
         with _pool_for(pool, limits, 1) as (active, _):
-            run = run_suite(files, head, limits, active, entry.module)
+            run = run_suite(files, head, limits, active, entry.module, exitfirst=False)
         message = _own_run_message(run)
     return Verdict("skipped", message, notes=[*notes, KIT_SUITE_NOTE], counted=False)
 
 
 def _own_run_message(run: Run) -> str:
+    """The kit's words on a run of every test on the student's own head: pytest's counts, and the first
+    failure as pytest shows it (the head is the student's, so all of it may be quoted)."""
+    tally = Tally.of(run.cases)
+    advice = "".join(f"\n{line}" for line in (tally.skip_advice(),) if line)
     if run.outcome == "passed":
-        return f"Your {len(run.cases)} tests pass on your own head."
+        return f"Your tests pass on your own head: {tally.words()}.{advice}"
     if run.outcome in ("broken", "timeout", "empty"):
         what = {"timeout": "did not finish", "empty": "ran no test", "broken": "did not complete"}[run.outcome]
-        return f"Your tests {what} on your own head: {run.detail}."
+        counted = f" ({tally.words()})" if run.cases else ""
+        return f"Your tests {what} on your own head: {run.detail}{counted}.{advice}"
     case = run.failures[0]
-    quoted = "  " + case.message.replace("\n", "\n  ")
+    quoted = "  " + (case.excerpt or case.message).replace("\n", "\n  ")
+    first = "" if len(run.failures) == 1 else "; the first failure is shown"
     return (
-        f"Your test {case.id} fails on your own head ({len(run.failures)} of {len(run.cases)} fail): either the "
-        f"head or the test is wrong; the other checks tell which property the head breaks.\n{quoted}"
+        f"Your test {case.id} fails on your own head ({tally.words()}{first}): either the head or the test is "
+        f"wrong; the other checks tell which property the head breaks.\n{quoted}{advice}"
     )

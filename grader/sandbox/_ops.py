@@ -451,10 +451,14 @@ def op_seeded_call(module: ModuleType, params: Header, tensors: Tensors) -> tupl
 def op_pytest(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
     """Run the student's test files with pytest, in this worker, against ``module`` (an instructor head).
 
-    Params: ``tests`` (file names beside the module) and ``test_timeout_s`` (an alarm per test phase).
+    Params: ``tests`` (file names beside the module), ``test_timeout_s`` (an alarm per test phase),
+    ``exitfirst`` (default true: stop at the first failure, as a chaff is caught by one; false runs every
+    test, so the counts are pytest's own) and ``observe`` (names of ``module``'s functions whose calls by
+    the tests are recorded, :func:`_observe`).
     Only those files and the folder's own conftest.py are read: no ini file, no cache, no plugin
-    autoloading, no conftest above the folder. Returns pytest's exit code and the JUnit XML it wrote
-    (``xml``: None when none was written, at most ``JUNIT_CAP + 1`` bytes); the grader judges.
+    autoloading, no conftest above the folder. Returns pytest's exit code, the JUnit XML it wrote
+    (``xml``: None when none was written, at most ``JUNIT_CAP + 1`` bytes) and the observed ``calls``;
+    the grader judges.
     """
     import gc
     import os
@@ -468,10 +472,11 @@ def op_pytest(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Hea
     gc.freeze()  # pytest collects garbage at exit; with torch loaded a full sweep costs ~0.4 s per run
     _skip_dtensor_import()
     _hypothesis_profile(files)
+    calls = _observe(module, [str(n) for n in params.get("observe", ())])
     args = [
         *files,
         "-q",
-        "-x",
+        *(["-x"] if params.get("exitfirst", True) else []),
         "--tb=short",
         "-p", "no:cacheprovider",
         "-c", os.devnull,
@@ -487,7 +492,52 @@ def op_pytest(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Hea
             data: bytes | None = f.read(JUNIT_CAP + 1)
     except OSError:
         data = None
-    return {"exit_code": code, "xml": None if data is None else data.decode("utf-8", "replace")}, {}
+    xml = None if data is None else data.decode("utf-8", "replace")
+    return {"exit_code": code, "xml": xml, "calls": calls}, {}
+
+
+OBSERVED_CALLS = 64  # distinct calls recorded per run; the rest are not
+
+
+def _observe(module: ModuleType, names: list[str]) -> list[Header]:
+    """Record how the tests call ``names``: each distinct call's arguments, a tensor by its shape, a bool,
+    an int or None by its value, anything else as None. Only calls from outside ``module`` count (not the
+    head calling itself). The functions are replaced before the tests import them, alike for every head."""
+    import functools
+    import json
+    import sys
+
+    calls: list[Header] = []
+    seen: set[str] = set()
+    own = getattr(module, "__file__", None)
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return [int(n) for n in value.shape]
+        return value if value is None or isinstance(value, bool | int) else None
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def observed(*args: Any, **kwargs: Any) -> Any:
+            if len(calls) < OBSERVED_CALLS and sys._getframe(1).f_code.co_filename != own:
+                record = {
+                    "name": name,
+                    "args": [plain(a) for a in args],
+                    "kwargs": {k: plain(v) for k, v in kwargs.items()},
+                }
+                key = json.dumps(record, sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    calls.append(record)
+            return fn(*args, **kwargs)
+
+        return observed
+
+    for name in names:
+        fn = getattr(module, name, None)
+        if callable(fn) and not isinstance(fn, type):
+            setattr(module, name, wrap(name, fn))
+    return calls
 
 
 def _hypothesis_profile(files: list[str]) -> None:
