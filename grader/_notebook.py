@@ -48,15 +48,30 @@ _ADVICE = {
 
 
 # Metadata key of a notebook written from a kernel's history (``check()``, grader/notebook.py): its cells are
-# what the kernel ran, in that order, each numbered by its execution count (In [n]) instead of its place.
+# what the kernel ran, in that order, each numbered by its execution count (In [n]).
 KERNEL_HISTORY = "step4_kernel_history"
 
 
 @dataclass
 class Cell:
-    number: int  # 1-based, counting every cell of the notebook (markdown included), as one counts them
+    """One code cell, numbered as the student's editor labels it (README, "Notebooks"): by its execution count,
+    In [n], which Jupyter, JupyterLab, VS Code and Colab show beside a cell that ran; a notebook whose code cells
+    do not all carry distinct counts (some never ran, or its outputs were cleared) numbers every cell by its
+    place instead, counting from 1, markdown included (VS Code's "Cell 4 of 8")."""
+
+    number: int  # the execution count (``counted``), else the place among all the notebook's cells
     code: str  # magics and shell lines blanked out (line numbers kept)
-    ran: bool = False  # numbered In [n] by the kernel that ran it (KERNEL_HISTORY), not by its place
+    counted: bool = False  # numbered by its execution count, In [n]
+    history: bool = False  # a cell of a kernel's history (KERNEL_HISTORY): cells in the order they ran
+
+    @property
+    def label(self) -> str:
+        """How the student finds the cell: 'In [7]' or 'cell 4'."""
+        return cell_label(self.number, self.counted)
+
+
+def cell_label(number: int, counted: bool) -> str:
+    return f"In [{number}]" if counted else f"cell {number}"
 
 
 @dataclass
@@ -69,6 +84,7 @@ class Reduction:
     # the module's line -> (cell number, line in that cell) of the text it was copied from (issue 28: a cause's
     # line is shown where the student wrote it)
     lines: dict[int, tuple[int, int]] = field(default_factory=dict)
+    counted: bool = False  # cells numbered by their execution counts, In [n] (see Cell)
 
 
 @dataclass
@@ -113,24 +129,32 @@ def missing_imports(text: str, local_modules: Iterable[str] = ()) -> list[str]:
 def notebook_cells(text: str) -> tuple[list[Cell], int]:
     """The code cells of a notebook, cleaned of IPython syntax, and the number of cells in all.
 
-    A kernel's history (metadata ``KERNEL_HISTORY``) numbers each cell by its execution count, which is
-    how the student sees it in the notebook (In [7]); a file's cells are numbered by their place."""
+    Each cell is numbered as the notebook shows it (:class:`Cell`): by its execution count (In [7]) when every
+    code cell that holds code has a distinct one, as in a kernel's history (``KERNEL_HISTORY``) and a notebook
+    run and saved; else every cell by its place."""
     try:
         nb = json.loads(text)
         cells = nb["cells"]
         if not isinstance(cells, list):
             raise TypeError("cells is not a list")
-        ran = bool(nb.get("metadata", {}).get(KERNEL_HISTORY))
+        history = bool(nb.get("metadata", {}).get(KERNEL_HISTORY))
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise NotANotebook(f"not a Jupyter notebook ({exc})") from None
-    out = []
+    code = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         src = cell.get("source", "")
         count = cell.get("execution_count")
-        shown = count if ran and isinstance(count, int) and not isinstance(count, bool) else number
-        out.append(Cell(shown, clean_cell("".join(src) if isinstance(src, list) else str(src)), ran=ran))
+        text = "".join(src) if isinstance(src, list) else str(src)
+        code.append((number, count if isinstance(count, int) and not isinstance(count, bool) else None, text))
+    counts = [count for _, count, text in code if text.strip()]
+    counted = bool(counts) and None not in counts and len(set(counts)) == len(counts)
+    out = [
+        Cell(count if counted and count is not None else number, clean_cell(text), counted, history)
+        for number, count, text in code
+        if not counted or text.strip()  # an empty cell, numbered by nothing, holds nothing to name
+    ]
     return out, len(cells)
 
 
@@ -354,6 +378,7 @@ def reduce_cells(
     header = f"# Made by the grader from {origin}: only the definitions the contract names need.\n"
     source = header + "".join(f"{f}\n" for f in future) + "\n".join(body).lstrip("\n") + "\n"
     red = Reduction(source, unavailable, broken_cells=broken, lines=_line_map(header, future, body, stmts, final))
+    red.counted = bool(cells) and cells[0].counted
     used_cells = {stmts[i].cell for i in final}
     if origin == "notebook":
         red.dropped_cells = [c.number for c in cells if c.number not in used_cells]
@@ -402,25 +427,32 @@ def _notebook_notes(
     problems: list[str],
     total: int | None,
 ) -> list[str]:
-    if cells and cells[0].ran:
+    if cells and cells[0].history:
         return _history_notes(cells, stmts, final, red, problems)
+    counted = bool(cells) and cells[0].counted
     notes = []
     not_run = [n for n in red.dropped_cells if n not in red.broken_cells]
     if not_run:
         count = f"{len(not_run)} of your {len(cells)} code cells were" if len(not_run) > 1 else "1 code cell was"
-        notes.append(
-            f"{count} not run: the grader needs only your definitions (cell{'s' if len(not_run) > 1 else ''} "
-            f"{_list(not_run)}{f' of {total}' if total else ''}, counting every cell from 1, markdown included)."
-        )
+        where = _runs(not_run) if counted else f"{_cells(not_run)}{f' of {total}' if total else ''}, " + _PLACES
+        notes.append(f"{count} not run: the grader needs only your definitions ({where}).")
     partial = _partly_kept(stmts, final, red)
     if partial:
         notes.append(
-            f"From cell{'s' if len(partial) > 1 else ''} {_list(partial)} only what your definitions need was "
+            f"From {_runs(partial) if counted else _cells(partial)} only what your definitions need was "
             "kept; the rest there (unused imports, prints, plots, experiments) was not run."
         )
     for number, problem in zip(red.broken_cells, problems, strict=True):
-        notes.append(f"Cell {number} was left out: it is not valid Python ({problem}).")
+        label = cell_label(number, counted)
+        notes.append(f"{label[0].upper()}{label[1:]} was left out: it is not valid Python ({problem}).")
     return notes
+
+
+_PLACES = "counting every cell from 1, markdown included"  # how a notebook's cells are numbered without counts
+
+
+def _cells(numbers: Sequence[int]) -> str:
+    return f"cell{'s' if len(numbers) > 1 else ''} {_list(numbers)}"
 
 
 def _history_notes(

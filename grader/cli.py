@@ -6,6 +6,10 @@
     grade student-kit --out DIR       the wheel students install: no reference, no chaffs (grader/kit.py)
     grade similarity OUT              instructor only: pairs of a graded class that share code (grader/similarity.py)
 
+The instructor's commands (batch, gradescope, gradescope-bundle, student-kit, similarity) are the instructor's
+grader's: the student kit neither lists them in ``grade --help`` nor runs them (each says where it lives and
+exits 2, having done nothing).
+
 Exit status: 0 after grading, 1 when the score is under --fail-under, 2 on usage errors.
 """
 
@@ -26,14 +30,24 @@ if TYPE_CHECKING:
     from grader.sandbox._pool import WorkerPool
 
 USAGE_ERROR = 2
+# What the instructor runs, and only the instructor's grader holds what they need (the reference, the hidden
+# checks, the known heads); the student kit offers the others (README, "Two kits").
+INSTRUCTOR_COMMANDS = ("batch", "gradescope", "gradescope-bundle", "student-kit", "similarity")
+
+
+def _instructors() -> bool:
+    """Whether this is the instructor's grader (the kit holds no reference); a file's presence, nothing imported."""
+    from grader.library import reference_available
+
+    return reference_available()
 
 
 def _grade_parser() -> argparse.ArgumentParser:
+    others = [c for c in SUBCOMMANDS if _instructors() or c not in INSTRUCTOR_COMMANDS]
     p = argparse.ArgumentParser(
         prog="grade",
         description="Grade a Project Step 4 attention head against the lecture's theorems.",
-        epilog="Other commands: grade schema | grade batch | grade gradescope | grade gradescope-bundle | "
-        "grade student-kit | grade similarity (each has --help).",
+        epilog=f"Other commands: {' | '.join(f'grade {c}' for c in others)} (each with --help).",
     )
     p.add_argument("submission", type=Path, help="attention_head.py, a folder holding it, a .zip or a .ipynb")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
@@ -81,16 +95,26 @@ def _uid_base(rubric_path: Path | None) -> int:
 
 def grade_main(argv: list[str]) -> int:
     args = _grade_parser().parse_args(argv)
-    if args.watch and args.fail_under is not None:
-        return _fail("--fail-under sets the exit status of one grade; --watch exits 0 on Ctrl-C")
-    if args.watch and not args.submission.exists():
-        return _fail(f"{args.submission} does not exist")
+    problem = _usage_problem(args)  # before the sandbox and torch start: a typo is refused at once
+    if problem is not None:
+        return _fail(problem)
     if not args.watch:
         return _grade(args)
     try:
         return _grade(args)
     except KeyboardInterrupt:  # Ctrl-C before the watch began (importing torch): the same clean end
         return 0
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments that needs no import to see (paths that are not there), or None."""
+    if args.watch and args.fail_under is not None:
+        return "--fail-under sets the exit status of one grade; --watch exits 0 on Ctrl-C"
+    if not args.submission.exists():
+        return f"{args.submission} does not exist"
+    if args.rubric is not None and not args.rubric.is_file():
+        return f"{args.rubric}: no such file (--rubric)"
+    return None
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -244,20 +268,12 @@ def _gradescope_main(argv: list[str]) -> int:
 
 
 def _bundle_main(argv: list[str]) -> int:
-    from grader.library import reference_available
-
-    if not reference_available():
-        return _fail("this is the student kit: the Gradescope bundle is built from the instructor's grader")
     from grader.gradescope import bundle_main
 
     return bundle_main(argv)
 
 
 def _similarity_main(argv: list[str]) -> int:
-    from grader.library import reference_available
-
-    if not reference_available():
-        return _fail("this is the student kit: the class similarity report is the instructor's")
     from grader.similarity import similarity_main
 
     return similarity_main(argv)
@@ -295,8 +311,21 @@ def main(argv: list[str] | None = None) -> int:
     printable_streams()  # a Windows pipe's code page: ✓ and a student's print never raise (grader/_console.py)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SUBCOMMANDS:
+        if argv[0] in INSTRUCTOR_COMMANDS and not _instructors():
+            return _fail(kit_refusal(argv[0]))
         return SUBCOMMANDS[argv[0]](argv[1:])
     return grade_main(argv)
+
+
+def kit_refusal(command: str) -> str:
+    """What the student kit says of an instructor's command, which it does not run."""
+    from grader.packaging import STUDENT_KIT
+
+    return (
+        f"`grade {command}` is the instructor's: it lives in the instructor's grader (step4-grader, which holds "
+        f"the reference), not in this student kit ({STUDENT_KIT}); nothing was done. To grade your head: "
+        "`grade attention_head.py` (`grade --help` lists what the kit offers)."
+    )
 
 
 if __name__ == "__main__":

@@ -201,6 +201,7 @@ class Head:
     current_check: str | None = None  # set by the runner; names the check a timed-out call came from
     non_finite: NonFinite | None = None  # the smallest call of the current check with no finite out or weights
     part_finite: NonFinite | None = None  # the smallest with some non-finite entries (issue 30: rows unobserved)
+    syntax_error: str | None = None  # the module's SyntaxError on the student's file (grader.submission.syntax_error)
 
     def __init__(
         self,
@@ -228,6 +229,7 @@ class Head:
         and the functions' time shares; its seed, check and restart are its own."""
         other = Head(sandbox, self._entry, self._unavailable, self._provided)
         other._found, other.hangs, other._shares = self._found, self.hangs, self._shares
+        other.syntax_error = self.syntax_error
         return other
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -270,6 +272,8 @@ class Head:
             return replace(reply, message=message)
         if reply.status == "budget" and fn is not None:
             return replace(reply, message=f"{reply.message} (calling `{actual}`{on})")
+        if reply.status == "import_error" and self.syntax_error and reply.header.get("exc_type") in _SYNTAX:
+            return replace(reply, message=self.syntax_error)  # the student's file named, its line shown
         return reply
 
     def found(self) -> dict[str, str]:
@@ -642,6 +646,9 @@ def _as_dtype(t: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
     if not t.dtype.is_floating_point:
         raise StudentFailure("failed", f"{what} has dtype {dtype_name(t.dtype)}; attention returns floating tensors")
     return t.to(dtype)
+
+
+_SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 
 
 def _judged(reply: Reply) -> Reply:

@@ -32,11 +32,11 @@ import torch
 from grader._paths import bundled
 from grader.checks._exercises import KERNEL_CASES, QK_CASES, stats_seed
 from grader.oracle import SNAPSHOT_FILE, Oracle, case_key, causal_name, gaussian_key, public_case_list
-from grader.packaging import package_files, pyproject
+from grader.packaging import STUDENT_KIT, package_files, pyproject
 from grader.rubric import Rubric
 from grader.visuals import BANDWIDTHS, KERNEL_T, SCALE_DKS, SCALE_SAMPLES, SCALE_T
 
-DISTRIBUTION = "step4-grader-student"
+DISTRIBUTION = STUDENT_KIT
 LEFT_OUT = ("reference", "rubrics", "snapshots")  # the rubric and the snapshots are written for the kit
 
 

@@ -53,7 +53,13 @@ class SourceLine(_Strict):
     line: int = Field(description="1-based line in that file; for a notebook, the line in its cell.")
     code: str = Field(description="The source text of that line, stripped.")
     cell: int | None = Field(
-        default=None, description="For a notebook, the cell as the notebook numbers it (In [n] of a kernel's run)."
+        default=None,
+        description="For a notebook, the cell's number as the notebook shows it: its execution count, or its place.",
+    )
+    cell_label: str | None = Field(
+        default=None,
+        description="For a notebook, how the student finds that cell: 'In [7]' (its execution count, shown beside "
+        "it in Jupyter, VS Code and Colab) or 'cell 4' (its place, counting every cell from 1, markdown included).",
     )
     context: dict[int, str] = Field(
         default_factory=dict, description="The lines around it (number -> text), for showing it in place."

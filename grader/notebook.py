@@ -2,8 +2,8 @@
 
     from grader import check
     check()                          # every check: the report under the cell; returns the GradeResult
-    check("causal_mask")             # one check; a list runs several
-    check("future_perturbation", seed=20417)    # what a failure's Reproduce line says
+    check(only="causal_mask")        # one check; a list runs several
+    check(only="future_perturbation", seed=20417)    # what a failure's Reproduce line says
 
     IPython's history (the cells the kernel ran, in the order it ran them: no file on disk is needed)
       -> a private .ipynb of those cells -> grade (grader/runner.py, as `grade FILE.ipynb`: the same
@@ -12,7 +12,9 @@
 The kernel only judges: nothing the notebook defined is called here. Its cells' source is reduced to the
 contract's definitions exactly as a notebook file is (grader/_notebook.py, numbering cells In [n] as the
 notebook shows them) and imported by the worker, so the verdicts and the score are those of ``grade`` on
-the same definitions; only the Reproduce lines differ, naming ``check(...)`` instead of ``grade FILE``.
+the same definitions; only the Reproduce lines differ, naming ``check(...)`` instead of ``grade FILE``. The
+notebook is named as the front end tells the kernel (VS Code's ``__vsc_ipynb_file__``, Jupyter's
+``__session__``); where none does (Colab, a kernel started by a script), "this notebook".
 
 Warm, as ``grade --watch`` is: the kernel keeps the watch's pool (two slots, a warm zygote each) and a
 watch :class:`~grader.watch.Session`, which grades in a thread of its own and starts the second zygote
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
     from grader.rubric import Rubric
     from grader.watch import Outcome, Session
 
-DEFAULT_NAME = "notebook"  # the submission's name when the front end does not tell the notebook's
+UNNAMED = "this notebook"  # what the report calls a notebook whose front end does not tell its file's name
+PRIVATE_NAME = "notebook.ipynb"  # the private copy of such a notebook's cells
 WAIT_S = 0.1  # how often the waiting cell lets an interrupt (KeyboardInterrupt) in
 
 
@@ -112,12 +115,14 @@ def _shell() -> Any:
 
 
 def _notebook_name(shell: Any) -> str:
-    """The notebook's file name where the front end says it (VS Code's ``__vsc_ipynb_file__``, Jupyter
-    Server's ``JPY_SESSION_NAME``), for the report's title; else "notebook"."""
-    for path in (shell.user_ns.get("__vsc_ipynb_file__"), os.environ.get("JPY_SESSION_NAME")):
+    """The notebook's file name where the front end tells the kernel (VS Code's ``__vsc_ipynb_file__``; Jupyter
+    Server's session, which ipykernel puts in ``__session__`` from ``JPY_SESSION_NAME``); else "this notebook"
+    (Colab, nbclient): never a file name the student did not choose."""
+    ns = shell.user_ns
+    for path in (ns.get("__vsc_ipynb_file__"), ns.get("__session__"), os.environ.get("JPY_SESSION_NAME")):
         if isinstance(path, str) and path.endswith(".ipynb"):
             return Path(path).name
-    return DEFAULT_NAME
+    return UNNAMED
 
 
 def _show(shell: Any, result: GradeResult) -> None:
@@ -131,8 +136,21 @@ def _show(shell: Any, result: GradeResult) -> None:
 
 
 def reproduce_call(check_id: str, seed: int) -> str:
-    """A failing check's rerun line in a notebook."""
-    return f'check("{check_id}", seed={seed})'
+    """A failing check's rerun line in a notebook, in check()'s own terms (never a command-line flag)."""
+    return f'check(only="{check_id}", seed={seed})'
+
+
+def _as_named(result: GradeResult, private: str, name: str) -> GradeResult:
+    """``result`` with its causes' lines at ``name`` (an unnamed notebook's, not its private copy's file name)."""
+    if private == name:
+        return result
+    moved = [
+        d.model_copy(update={"where": d.where.model_copy(update={"file": name})})
+        if d.where is not None and d.where.file == private
+        else d
+        for d in result.diagnosis
+    ]
+    return result.model_copy(update={"diagnosis": moved})
 
 
 # ---- the rubric ------------------------------------------------------------------------------------
@@ -198,7 +216,7 @@ class KernelGrader:
                 f"({MAX_FILE_BYTES}); restart the kernel and run only the cells of your head"
             )
         with self._lock, tempfile.TemporaryDirectory(prefix="step4-check-") as tmp:
-            path = Path(tmp) / (name if name.endswith(".ipynb") else f"{name}.ipynb")
+            path = Path(tmp) / (name if name.endswith(".ipynb") else PRIVATE_NAME)
             path.write_bytes(data)
 
             def job() -> GradeResult:
@@ -214,7 +232,7 @@ class KernelGrader:
                 )
 
             with host_state_kept():
-                return self._through_session(job)
+                return _as_named(self._through_session(job), path.name, name)
 
     def change_since_last(self, result: GradeResult, only: list[str] | None) -> str | None:
         """The watch's line on what changed since the last check() of the same checks (None for the first)."""

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from grader._paths import _MAPPED, _PACKAGE, bundled
 
+STUDENT_KIT = "step4-grader-student"  # the student kit's distribution (grader/kit.py builds it)
+
 
 def package_files(leave_out: Collection[str] = ()) -> list[tuple[str, Path]]:
     """(path inside the source tree, file) for the whole installed package and its data; ``leave_out`` names

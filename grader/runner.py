@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+from grader._notebook import cell_label
 from grader._paths import bundled
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
@@ -126,6 +127,7 @@ def grade(
         )
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable, sub.provided)
+            head.syntax_error = sub.syntax_error
             memo: dict[str, object] = {}  # what several checks (and the plot) use: precision, Exercise 3
 
             def run(cid: str, on: Head) -> CheckResult:
@@ -369,6 +371,8 @@ def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:
     context = {n: t for n, t in w.context.items() if sub.lines.get(n, (None,))[0] == cell}
     shifted = {sub.lines[n][1]: t for n, t in context.items()}
     moved = {"file": sub.origin, "line": line, "cell": cell if sub.notebook else None, "context": shifted}
+    if sub.notebook and cell is not None:
+        moved["cell_label"] = cell_label(cell, sub.cells_counted)
     return d.model_copy(update={"where": w.model_copy(update=moved)})
 
 

@@ -23,6 +23,7 @@ import importlib.metadata
 import os
 import re
 import stat
+import traceback
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,10 +65,14 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # contract name -> the missing package it needs
     provided: list[str] = field(default_factory=list)  # the course's packages (the rubric's), by name
-    dropped_cells: list[int] = field(default_factory=list)  # notebook cells not run (1-based, all cells counted)
+    dropped_cells: list[int] = field(default_factory=list)  # notebook cells not run, numbered as Cell says
     origin: str = ""  # the file the module was made from, when it was reduced (a notebook, a .py): its name
     lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # module line -> (cell, line in it), reduced
+    cells_counted: bool = False  # a notebook's cells numbered by their execution counts, In [n] (grader._notebook.Cell)
     notebook: bool = False
+    # the SyntaxError importing the module raises, as Python prints it on the student's own file (its name,
+    # the line, a caret): the worker's copy is named <module>.py whatever the student called it
+    syntax_error: str | None = None
 
 
 def contract_names(entry: EntryPoints) -> list[str]:
@@ -213,13 +218,27 @@ def _choose(listing: Listing, module: str, where: str, notes: list[str]) -> Pure
 
     found = sorted((p for p in listing if kind(p) < 2), key=lambda p: (len(p.parts), kind(p), p.as_posix()))
     if not found:
-        raise SubmissionError(f"{where} holds no {module}.py (the file with your head)")
+        raise SubmissionError(_not_found(listing, module, where))
     chosen = found[0]
     same = [p for p in found if kind(p) == kind(chosen)]
     if len(same) > 1:
         others = ", ".join(f"`{p}`" for p in same[1:6]) + (", ..." if len(same) > 6 else "")
         notes.append(f"Graded `{chosen}` (the shallowest of {len(same)} candidates); not graded: {others}.")
     return chosen
+
+
+def _not_found(listing: Listing, module: str, where: str) -> str:
+    """Why ``where`` has nothing to grade: the Python files it does hold, and how to grade the head among them."""
+    message = f"{where} holds no {module}.py (the file with your head)"
+    found = sorted((p for p in listing if p.suffix == ".py"), key=lambda p: (len(p.parts), p.as_posix()))
+    if not found:
+        return f"{message}, and no other .py file or notebook either"
+    names = [f"`{p}`" for p in found[:5]] + ([f"{len(found) - 5} more"] if len(found) > 5 else [])
+    shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    how = f"rename {names[0] if len(found) == 1 else 'the one with your head'} to {module}.py"
+    if Path(where).is_dir():  # a file beside others is graded by name too (a zip's, once unpacked)
+        how += f", or grade it by name{':' if len(found) == 1 else ', as in'} `grade {Path(where) / found[0]}`"
+    return f"{message}; it holds {shown}: {how}"
 
 
 def _copy_tree(listing: Listing, dest: Path, module: str, where: str, notes: list[str]) -> PurePosixPath:
@@ -264,7 +283,7 @@ def _reduce(
         try:
             cells, total = notebook_cells(text)
         except NotANotebook as exc:
-            raise SubmissionError(str(exc)) from None
+            raise SubmissionError(f"{origin} is {exc}") from None
         return reduce_cells(cells, contract, local_modules=local, total_cells=total, provided=provided)
     return reduce_cells([Cell(1, text)], contract, local_modules=local, origin=origin, provided=provided)
 
@@ -274,6 +293,21 @@ def _missing_in(module_path: Path, local: set[str]) -> list[str]:
     if not module_path.is_file():
         return []
     return missing_imports(module_path.read_text(encoding="utf-8", errors="replace"), local)
+
+
+def syntax_error(data: bytes, name: str) -> str | None:
+    """The SyntaxError that importing ``data`` raises, on the student's file ``name``: the exception's line (as
+    the worker reports it, the file named), then the offending line and a caret under the place, as Python
+    prints them; None when it compiles. Compiling runs none of it."""
+    try:
+        compile(data, name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        shown = "".join(traceback.format_exception_only(type(exc), exc)).splitlines()
+        where = [line for line in shown[1:-1] if line.strip()]  # between 'File ...' and 'SyntaxError: ...'
+        return "\n".join([f"{type(exc).__name__}: {exc}", *where])
+    except ValueError:  # null bytes: the worker's import reports them
+        return None
+    return None
 
 
 def _requirement_name(requirement: str) -> str:
@@ -355,6 +389,7 @@ def prepare(
         for p in [tmp, dest, *dest.rglob("*")]:
             os.chmod(p, 0o700 if p.is_dir() else 0o600)
         source = module_path.read_text(encoding="utf-8", errors="replace")
+        shown_as = path.name if path.suffix == ".py" else chosen.name  # the file the student wrote
         yield Prepared(
             dest,
             module_path,
@@ -365,7 +400,9 @@ def prepare(
             dropped_cells=list(reduction.dropped_cells) if reduction else [],
             origin=chosen.name if reduction else "",
             lines=dict(reduction.lines) if reduction else {},
+            cells_counted=bool(reduction and reduction.counted),
             notebook=chosen.suffix == ".ipynb",
+            syntax_error=None if reduction else syntax_error(module_path.read_bytes(), shown_as),
         )
     finally:
         private.remove()

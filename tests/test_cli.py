@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,78 @@ def test_exported_schema_is_current(capsys: pytest.CaptureFixture[str]) -> None:
     assert printed == result_schema() == (REPO / "docs" / "result.schema.json").read_text()
     schema = json.loads(printed)
     assert schema["properties"]["checks"]["type"] == "array"
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["does-not-exist.py"], "does-not-exist.py does not exist"),
+        (["does-not-exist.ipynb", "--watch"], "does-not-exist.ipynb does not exist"),
+        (["REF", "--rubric", "no-such-rubric.toml"], "no-such-rubric.toml: no such file"),
+    ],
+)
+def test_a_missing_path_is_refused_before_torch_is_imported(argv: list[str], needle: str, tmp_path: Path) -> None:
+    """Issue 36.9: arguments that need no import to judge are judged first; refusing them starts no sandbox
+    and imports no torch (what made a typo wait seconds). The modules are read, never the clock."""
+    argv = [str(reference_path()) if a == "REF" else a for a in argv]
+    code = (
+        "import sys\nfrom grader.cli import main\n"
+        f"code = main({argv!r})\n"
+        "heavy = {m for m in sys.modules if m.split('.')[0] in ('torch', 'pydantic') or m == 'grader.sandbox'}\n"
+        "print(code, sorted({m.split('.')[0] if m != 'grader.sandbox' else m for m in heavy}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "2 []", done.stderr
+    assert needle in done.stderr
+
+
+def test_a_syntax_error_names_the_graded_file_and_shows_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36.8: the grader's private copy is attention_head.py; the student graded syntax_error.py."""
+    f = tmp_path / "syntax_error.py"
+    f.write_text("import math\n\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return (X for\n")
+    out = tmp_path / "r.json"
+    assert main([str(f), "--json", str(out), "--only", "interface", "causal_mask"]) == 0
+    result = GradeResult.model_validate_json(out.read_text())
+    [cause] = result.diagnosis
+    assert cause.detail is not None and "attention_head.py" not in cause.detail
+    assert cause.detail.endswith(
+        "SyntaxError: '(' was never closed (syntax_error.py, line 5)\n    return (X for\n           ^"
+    )
+    printed = capsys.readouterr().out
+    assert "(syntax_error.py, line 5)" in printed and "attention_head.py" not in printed
+
+
+def test_the_student_kit_offers_only_what_a_student_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36.10: in the kit (no reference: grader.library.reference_available, as the kit's edition is known
+    at run time), ``grade --help`` lists no instructor's command, and each one says where it lives and exits 2
+    having done nothing: no results.json under --results, no batch folder."""
+    import grader.library
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "grade batch" in capsys.readouterr().out  # the instructor's grader lists them
+    monkeypatch.setattr(grader.library, "reference_available", lambda: False)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert "Other commands: grade schema (each with --help)." in " ".join(listed.split())
+    commands = {
+        "batch": ["batch", str(reference_path().parent), "--out", str(tmp_path / "graded")],
+        "gradescope": ["gradescope", "--results", str(tmp_path / "results.json")],
+        "gradescope-bundle": ["gradescope-bundle", "--out", str(tmp_path / "autograder.zip")],
+        "student-kit": ["student-kit", "--out", str(tmp_path / "kit")],
+        "similarity": ["similarity", str(tmp_path / "graded")],
+    }
+    for command, argv in commands.items():
+        assert command not in listed.split("Other commands:")[1]
+        assert main(argv) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"`grade {command}` is the instructor's: it lives in the instructor's grader" in err
+        assert "not in this student kit (step4-grader-student); nothing was done" in err
+        assert main([argv[0], "--help"]) == 2  # not even its help: the kit does not run it
+        capsys.readouterr()
+    assert list(tmp_path.iterdir()) == []

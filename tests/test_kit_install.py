@@ -129,7 +129,10 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
     heads.mkdir()
     for name, source in library_heads():
         (heads / f"{name.replace(':', '__')}.py").write_text(source, encoding="utf-8")
-    _run([grade, "batch", heads, "--out", tmp_path / "by_kit", "--quiet"], tmp_path)
+    # The kit's `grade` does not run `grade batch` (the instructor's): its batch code, called as the command would.
+    batch = "import sys\nfrom grader.batch import batch_main\nfrom grader.similarity import BatchStage\n"
+    batch += "sys.exit(batch_main(sys.argv[1:], BatchStage()))"
+    _run([py, "-c", batch, heads, "--out", tmp_path / "by_kit", "--quiet"], tmp_path)
     assert main(["batch", str(heads), "--out", str(tmp_path / "by_instructor"), "--quiet"]) == 0
     differ = {}
     for folder in sorted(p for p in (tmp_path / "by_instructor").iterdir() if p.is_dir()):
@@ -142,7 +145,16 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
     assert len(list((tmp_path / "by_kit").glob("*/result.json"))) == len(library_heads())
     assert differ == {}
 
-    # The instructor's commands are refused by the kit.
-    for command in (["student-kit", "--out", tmp_path / "again"], ["gradescope-bundle", "--out", tmp_path / "a.zip"]):
+    # The instructor's commands are neither offered nor run by the kit (issue 36.10): each says where it lives.
+    offered = " ".join(_run([grade, "--help"], tmp_path).stdout.split())
+    assert "Other commands: grade schema (each with --help)." in offered
+    instructors: list[list[str | Path]] = [
+        ["student-kit", "--out", tmp_path / "again"],
+        ["gradescope-bundle", "--out", tmp_path / "a.zip"],
+        ["batch", heads, "--out", tmp_path / "by_kit_cli"],
+        ["gradescope", "--results", tmp_path / "results" / "results.json"],
+    ]
+    for command in instructors:
         refused = _run([grade, *command], tmp_path, check=False)
-        assert refused.returncode == 2 and "student kit" in refused.stderr, refused.stderr
+        assert refused.returncode == 2 and "the instructor's grader" in refused.stderr, refused.stderr
+    assert not (tmp_path / "by_kit_cli").exists() and not (tmp_path / "results").exists()

@@ -214,19 +214,70 @@ def test_check_in_a_notebook_gives_what_grade_gives(
     assert _comparable(r2) == _comparable(graded(4))
     assert _comparable(r3) == _comparable(graded(5, only=["causal_mask", "interface"]))
     failing = next(c for c in r1.checks if c.reproduce)
-    assert failing.reproduce == f'check("{failing.id}", seed={r1.seed})'
+    assert failing.reproduce == f'check(only="{failing.id}", seed={r1.seed})'  # check()'s own terms (issue 36.7)
+    assert r1.submission == "this notebook"  # nbclient tells the kernel no file name: none is made up
 
     [first] = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
     frame = re.search(r'srcdoc="([^"]*)"', first.data["text/html"])
     assert frame is not None and html.unescape(frame.group(1)) == render_html(r1)  # the inline report
     assert first.data["text/plain"].splitlines()[-1] == wording.score_line(r1)
     [cause] = [d for d in r1.diagnosis if d.id == "no_scaling"]  # issue 28: the cell as the kernel numbers it
-    assert cause.where is not None and cause.where.cell == 1
+    assert cause.where is not None and cause.where.cell == 1 and cause.where.cell_label == "In [1]"
     assert sources[0].splitlines()[cause.where.line - 1].strip() == cause.where.code
-    assert f", cell 1, line {cause.where.line}: {cause.where.code}" in first.data["text/plain"]
+    assert f"At this notebook, In [1], line {cause.where.line}: {cause.where.code}" in first.data["text/plain"]
     second = nb.cells[3].outputs
     assert [o.output_type for o in second] == ["display_data", "stream"]  # shown once, then the change line
     assert second[1].text.startswith("Since the last run: ") and "-> passed" in second[1].text
+
+
+@forking
+@pytest.mark.slow
+def test_check_speaks_of_the_notebook_as_the_student_sees_it(
+    kernels: Any, tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Issue 36.7, in a real kernel started as Jupyter Server starts one (``JPY_SESSION_NAME``, which ipykernel
+    puts in ``__session__``): ``check()`` names the notebook by its file name, numbers its cells as the editor
+    shows them (In [n], markdown cells between them), and says how to rerun in check()'s terms, never with a
+    command-line flag. ``grade homework.ipynb`` on the notebook as saved after the run names the same cell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = tmp_path / "homework.ipynb"
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Project Step 4"),
+            nbformat.v4.new_code_cell(CHAFFS["no_scaling"].source()),
+            nbformat.v4.new_markdown_cell("Now the grader:"),
+            nbformat.v4.new_code_cell(
+                "from pathlib import Path\nfrom grader import check\n"
+                "r = check()\nPath('r.json').write_text(r.model_dump_json())"
+            ),
+        ]
+    )
+    km = _kernel_manager(kernels)
+    client = NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel(cleanup_kc=True, env={**os.environ, "JPY_SESSION_NAME": str(path)}):
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+    assert [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"] == []
+    nbformat.write(nb, path)  # as the editor saves it: In [1] and In [2] beside the code cells
+    checked = GradeResult.model_validate_json((tmp_path / "r.json").read_text())
+    [shown] = [o for o in nb.cells[3].outputs if o.output_type == "display_data"]
+    text, page = shown.data["text/plain"], html.unescape(shown.data["text/html"])
+
+    assert checked.submission == "homework.ipynb" and "Step 4 feedback for homework.ipynb" in page
+    [cause] = [d for d in checked.diagnosis if d.id == "no_scaling"]
+    assert cause.where is not None and (cause.where.file, cause.where.cell_label) == ("homework.ipynb", "In [1]")
+    assert f"At homework.ipynb, In [1], line {cause.where.line}: {cause.where.code}" in text
+    failing = [c for c in checked.checks if c.reproduce]
+    assert failing and all(c.reproduce == f'check(only="{c.id}", seed={checked.seed})' for c in failing)
+    for shown_text in (text, page):
+        assert "--seed" not in shown_text and "--only" not in shown_text and "notebook.ipynb" not in shown_text
+
+    graded = grade(path, rubric, pool=pool, visuals=False)  # the same cell, named the same way
+    [again] = [d for d in graded.diagnosis if d.id == "no_scaling"]
+    assert again.where == cause.where
+    assert wording.where_line(again) == wording.where_line(cause)
 
 
 @forking

@@ -37,12 +37,14 @@ CORRECT = [
     "time_magic_head",
     "constants_and_aliases",
 ]
-# cells of which nothing is run (1-based, every cell counted), per notebook
+# cells of which nothing is run, per notebook, numbered as the editor shows them (issue 36.7): In [n], the
+# execution count, in a notebook run and saved; slow_training_and_raise has a cell that never ran, so its
+# cells are numbered by place (1-based, every cell counted, markdown included)
 DROPPED = {
-    "plots_and_magics": [2, 7, 8, 9],
-    "colab_drive_pandas_tqdm_seaborn": [1, 7, 8, 9],
-    "buggy_then_fixed": [4, 7],
-    "helper_in_later_cell": [6],
+    "plots_and_magics": [1, 5, 6, 7],
+    "colab_drive_pandas_tqdm_seaborn": [1, 6, 7, 8],
+    "buggy_then_fixed": [3, 5],
+    "helper_in_later_cell": [5],
     "slow_training_and_raise": [5, 6, 7],
     "time_magic_head": [1, 5, 6],
     "constants_and_aliases": [4],
@@ -346,3 +348,45 @@ def test_the_cli_grades_a_py_on_its_definitions_only(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     code = grade_main([str(tmp_path / "attention_head.py"), "--definitions-only", "--only", "causal_mask", "--quiet"])
     assert code == 0 and time.perf_counter() - t0 < 15  # the loop alone runs for minutes
+
+
+def _saved(path: Path, cells: list[tuple[str, str, int | None]]) -> Path:
+    """A notebook file as an editor saves it: (cell type, source, execution count) per cell."""
+    out = []
+    for kind, source, count in cells:
+        cell: dict[str, object] = {"cell_type": kind, "metadata": {}, "source": source}
+        if kind == "code":
+            cell |= {"execution_count": count, "outputs": []}
+        out.append(cell)
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": out}), encoding="utf-8")
+    return path
+
+
+def test_cells_are_numbered_as_the_editor_shows_them(tmp_path: Path) -> None:
+    """Issue 36.7: one numbering, the editor's. A notebook run and saved shows In [n] beside every code cell (run
+    out of order here): its notes say In [n]. One with a cell that never ran (no number beside it) numbers every
+    cell by place, markdown included, as before."""
+    head = "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return torch.softmax(X, -1), X\n"
+    cells: list[tuple[str, str, int | None]] = [
+        ("markdown", "# Step 4", None),
+        ("code", "import torch\nimport matplotlib.pyplot as plt", 1),
+        ("markdown", "My head:", None),
+        ("code", head, 4),
+        ("code", "plt.plot([1, 2])", 3),
+        ("code", "def broken(:\n    pass", 2),
+        ("code", "", None),  # the empty cell at the end of every notebook: no number, nothing to name
+    ]
+    with prepare(_saved(tmp_path / "homework.ipynb", cells)) as sub:
+        assert sub.cells_counted and sub.dropped_cells == [3, 2]
+        assert "1 code cell was not run: the grader needs only your definitions (In [3])." in sub.notes
+        assert any(n.startswith("From In [1] only what your definitions need was kept") for n in sub.notes)
+        assert "In [2] was left out: it is not valid Python (line 1: invalid syntax)." in sub.notes
+        assert set(sub.lines.values()) >= {(4, 1), (4, 2)}  # a cause's line: In [4], line 2
+    cells[4] = ("code", "plt.plot([1, 2])", None)  # never ran: the editor shows [ ] beside it
+    with prepare(_saved(tmp_path / "homework.ipynb", cells)) as sub:
+        assert not sub.cells_counted and sub.dropped_cells == [5, 6, 7]
+        assert sub.notes[0] == (
+            "2 of your 5 code cells were not run: the grader needs only your definitions "
+            "(cells 5 and 7 of 7, counting every cell from 1, markdown included)."
+        )
+        assert "Cell 6 was left out: it is not valid Python (line 1: invalid syntax)." in sub.notes

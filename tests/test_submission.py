@@ -192,3 +192,51 @@ def test_junk_only_folder_is_explained(tmp_path: Path) -> None:
     (tmp_path / ".DS_Store").write_bytes(b"Bud1")
     with pytest.raises(SubmissionError, match="holds no attention_head.py"), prepare(tmp_path):
         pass
+
+
+# -- issue 36.8: what cannot be graded is said in the student's own file names -----------------------
+
+
+def test_a_folder_without_the_head_names_the_python_files_it_holds(tmp_path: Path) -> None:
+    (tmp_path / "my_head.py").write_text(HEAD)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(SubmissionError) as raised, prepare(tmp_path):
+        pass
+    assert str(raised.value) == (
+        f"{tmp_path} holds no attention_head.py (the file with your head); it holds `my_head.py`: "
+        f"rename `my_head.py` to attention_head.py, or grade it by name: `grade {tmp_path / 'my_head.py'}`"
+    )
+    z = tmp_path / "sub.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("my_head.py", HEAD)
+        zf.writestr("helper.py", "X = 1\n")
+    with pytest.raises(SubmissionError) as raised, prepare(z):
+        pass
+    assert str(raised.value).endswith(  # a zip's file is not graded by name: renaming is the fix
+        "holds no attention_head.py (the file with your head); it holds `helper.py` and `my_head.py`: "
+        "rename the one with your head to attention_head.py"
+    )
+
+
+def test_a_broken_notebook_is_named(tmp_path: Path) -> None:
+    nb = tmp_path / "homework.ipynb"
+    nb.write_text("{broken", encoding="utf-8")
+    with pytest.raises(SubmissionError, match=r"^homework\.ipynb is not a Jupyter notebook \(Expecting"), prepare(nb):
+        pass
+
+
+@pytest.mark.parametrize("name", ["syntax_error.py", "attention_head.py"])
+def test_a_syntax_error_is_shown_on_the_students_file_with_its_line_and_caret(tmp_path: Path, name: str) -> None:
+    """The worker imports a copy named attention_head.py; the error names the file the student graded."""
+    f = tmp_path / name
+    f.write_text("import math\n\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return (X for\n")
+    with prepare(f) as sub:
+        assert sub.syntax_error == (
+            f"SyntaxError: '(' was never closed ({name}, line 5)\n    return (X for\n           ^"
+        )
+    if name == "attention_head.py":
+        with prepare(tmp_path) as sub:  # a folder: its attention_head.py, as the student named it
+            assert sub.syntax_error is not None and "(attention_head.py, line 5)" in sub.syntax_error
+    f.write_text(HEAD)
+    with prepare(f) as sub:
+        assert sub.syntax_error is None

@@ -126,7 +126,8 @@ def _any_length(ctx: Ctx) -> None:
 
 PUBLIC_CASES_NOTE = (
     "Student kit: compared with the reference's stored outputs on fixed public cases (the inputs of the "
-    "rubric's seed, the inputs the instructor's grader draws by default); --seed moves only the property checks."
+    "rubric's seed, the inputs the instructor's grader draws by default); another seed moves only the property "
+    "checks."
 )
 
 

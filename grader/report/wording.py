@@ -238,7 +238,8 @@ def where_line(d: Diagnosis) -> str | None:
     w = d.where
     if w is None:
         return None
-    at = f"{w.file}, cell {w.cell}, line {w.line}" if w.cell is not None else f"{w.file}:{w.line}"
+    cell = w.cell_label or f"cell {w.cell}"  # the cell as the student's editor labels it (In [7] or cell 4)
+    at = f"{w.file}, {cell}, line {w.line}" if w.cell is not None else f"{w.file}:{w.line}"
     return f"At {at}: {w.code}" if w.code else f"At {at}"
 
 
