@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+from grader._syntax import parse
+
 # Cell magics whose body is not Python run in the kernel: the whole cell is dropped.
 _FOREIGN_CELLS = {
     "bash", "sh", "script", "html", "HTML", "javascript", "js", "latex", "markdown", "svg", "perl", "ruby",
@@ -116,7 +118,7 @@ def missing_imports(text: str, local_modules: Iterable[str] = ()) -> list[str]:
     """The packages a module's plain top-level imports need and the grader lacks (nothing runs: the module is
     parsed, and each package looked up); [] when it does not parse (its SyntaxError is a verdict of its own)."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except SyntaxError:
         return []
     local = frozenset(local_modules)
@@ -271,7 +273,7 @@ def _statements(cells: Sequence[Cell], local: frozenset[str]) -> tuple[list[_Stm
     problems: list[str] = []
     for cell in cells:
         try:
-            tree = ast.parse(cell.code)
+            tree = parse(cell.code)
         except SyntaxError as exc:
             broken.append(cell.number)
             problems.append(f"line {exc.lineno}: {exc.msg}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from grader._syntax import parse
 from grader.checks._base import CaseOutcome, Ctx, Verdict, by_case, case_call, check, failed, heatmaps_for, passed
 from grader.compare import TOLERANCES, dtype_name, mismatch
 from grader.head import StudentFailure
@@ -212,7 +213,7 @@ def static_forbidden(source: str, forbidden: list[str]) -> list[SourceUse]:
     use; a later bare reference to a forbidden name of ``M`` is. Returns one entry per line, in order.
     """
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return []
     names = _canonical(forbidden)

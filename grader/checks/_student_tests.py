@@ -49,6 +49,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from grader._syntax import parse
 from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
 from grader.library import KnownHead, indistinguishable, known_heads, reference_path
 from grader.rubric import EntryPoints, Rubric
@@ -185,12 +186,12 @@ def disguised_head(override: str | None, entry: EntryPoints | None = None) -> st
     chaff share one layout, one set of module names and one signature per function. Renamed entry
     points (rubric) get aliases.
     """
-    module = ast.parse(reference_path().read_text(encoding="utf-8"))
+    module = parse(reference_path().read_text(encoding="utf-8"))
     if override is not None:
-        _put_in_place(module, ast.parse(override))
+        _put_in_place(module, parse(override))
     for name, alias in (entry or EntryPoints()).model_dump().items():
         if name != "module" and alias != name:
-            module.body.append(ast.parse(f"{alias} = {name}").body[0])
+            module.body.append(parse(f"{alias} = {name}").body[0])
     return ast.unparse(ast.fix_missing_locations(module)) + "\n"
 
 
@@ -353,7 +354,7 @@ USES: dict[str, Callable[[dict[str, object]], bool]] = {
 @cache
 def _parameters(function: str) -> list[tuple[str, object]]:
     """The reference's parameters of ``function``: (name, literal default or a marker for none)."""
-    tree = ast.parse(reference_path().read_text(encoding="utf-8"))
+    tree = parse(reference_path().read_text(encoding="utf-8"))
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
         return []
@@ -698,7 +699,7 @@ class _Known:
             lines[file] = text.splitlines()
             defined[file] = set()
             try:
-                tree = ast.parse(text)
+                tree = parse(text)
             except (SyntaxError, ValueError):
                 continue
             for node in ast.walk(tree):
