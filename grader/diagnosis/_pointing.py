@@ -55,7 +55,7 @@ def point(
             continue
         mine = next((d for d in left if c.id in d.explained_by or _leaky(c.id) in d.explained_by), None)
         if mine is not None:
-            left.remove(mine)
+            left = [d for d in left if d is not mine]  # by identity: a departure holds tensors, == is theirs
             out[k] = _with(c, mine)
     for k, c in enumerate(out):
         if (c.kind in ("mutation", "known") or c.id in TRACED) and c.where is None and left:
