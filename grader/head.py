@@ -45,10 +45,12 @@ class StudentFailure(Exception):
 
 
 class ImportFailure(StudentFailure):
-    """The module raised, or its worker died, while being imported: every request answers with that error."""
+    """The module raised, or its worker died, while being imported: every request answers with that error.
+    ``traceback``: the student's part of its traceback as the worker sent it (untrusted text; "" if none)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, traceback: str = "") -> None:
         super().__init__("error", message)
+        self.traceback = traceback
 
 
 class MissingFunction(StudentFailure):
@@ -658,7 +660,7 @@ def _judged(reply: Reply) -> Reply:
     if reply.status in ("timeout", "budget", "import_timeout"):
         raise StudentFailure("timeout", reply.message)
     if reply.status == "import_error":
-        raise ImportFailure(reply.message)
+        raise ImportFailure(reply.message, str(reply.header.get("traceback", "")))
     raise StudentFailure("error", reply.message)
 
 

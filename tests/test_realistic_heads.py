@@ -224,13 +224,9 @@ def test_the_causes_point_at_a_line_to_edit(head: dict[str, Any], rubric: Rubric
 
 
 # Heads where a cause points at a line that is not one to edit, and why (counted in issue 28's closing note).
-MISSED = {
-    "d2l_masked_softmax_dropout": (
-        {12, 33},
-        "the -1e6 fill is written by a generic helper (line 12, X[~mask] = value) called with value=-1e6 at line 21: "
-        "the grader points at the helper's line, where the value is written, not at the call that chose it",
-    ),
-}
+# (d2l_masked_softmax_dropout was one until issue 35.2: its -1e6 fill, written by a generic helper at line 12, is
+# now pointed at the call that chose it, value=-1e6 at line 21.)
+MISSED: dict[str, tuple[set[int], str]] = {}
 # Imperfect heads whose causes point nowhere, and why (issue 28's closing note counts them).
 NOT_POINTED = {
     "einops_import": "the head needs a package the grader lacks: it never runs, so there is nothing to trace",

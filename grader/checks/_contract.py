@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -26,6 +27,7 @@ from grader.inputs import FAMILIES, Case, Shape, make_case
 
 # The interface check's headline when the module did not import (grader.batch reads it: "did_not_import").
 NOT_IMPORTED = "Your module could not be imported, so none of its functions could be called:"
+R = TypeVar("R")
 
 
 @check(
@@ -85,17 +87,35 @@ def interface(ctx: Ctx) -> Verdict:
             "output from the arguments of the call; never cache results across calls.",
             counterexample=second.counterexample(ctx.base_seed),
         )
-    w = ctx.head.gaussian_weights(4, 1.0)
-    q, k = ctx.head.gaussian_qk(4, 1.0)
-    stats = ctx.head.statistics(16, T=16, n_samples=4, seed=0)
-    missing = [k for k in ("raw_std", "scaled_std", "raw_max_weight", "scaled_max_weight") if k not in stats]
-    if missing:
+    raised: list[str] = []
+    _returned("gaussian_positional_weights", lambda: ctx.head.gaussian_weights(4, 1.0), raised)
+    _returned("gaussian_positional_qk", lambda: ctx.head.gaussian_qk(4, 1.0), raised)
+    stats = _returned("score_scale_statistics", lambda: ctx.head.statistics(16, T=16, n_samples=4, seed=0), raised)
+    missing = [k for k in ("raw_std", "scaled_std", "raw_max_weight", "scaled_max_weight") if k not in (stats or {})]
+    if stats is not None and missing:
         return failed(
             "score_scale_statistics must return a dict with float values for raw_std, scaled_std, "
             f"raw_max_weight and scaled_max_weight; missing or not a number: {', '.join(missing)}."
         )
-    del w, q, k
-    return passed("All contract functions exist; shapes, dtypes and purity are as documented.")
+    said = "All contract functions exist; shapes, dtypes and purity are as documented."
+    if raised:
+        said += "\nNot judged here (each raised: its own check reports the error, and it is charged there once): "
+        said += "; ".join(raised) + "."
+    return passed(said)
+
+
+def _returned(name: str, call: Callable[[], R], raised: list[str]) -> R | None:
+    """What ``call`` returned, judged for its shapes by the head (a wrong one fails this check); None when the
+    student's function raised instead (a template stub, a crash of one exercise). A raise is no breach of what
+    the function returns: the check of that function stops on the same error, and the diagnosis charges it
+    there, once. A hang is not caught (grader/_hangs.py prices it)."""
+    try:
+        return call()
+    except StudentFailure as exc:
+        if exc.status != "error":
+            raise
+        raised.append(f"`{name}` ({next(iter(exc.message.strip().splitlines()), exc.message)[:200]})")
+        return None
 
 
 # The lengths the contract is judged at: any T means short and long ones, a power of two and the lengths just

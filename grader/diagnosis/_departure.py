@@ -19,6 +19,7 @@ Everything here is judged in the grader process: the worker only records.
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -75,10 +76,23 @@ class Record:
     reads: tuple[str, ...]
     value: torch.Tensor | None
     var: str = ""
+    defs: tuple[Bound, ...] = ()  # the numbers the line reads by name, each where it got its value
 
     @property
     def numpy(self) -> bool:
         return self.op == "="
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A Python number a recorded line reads by name (no op records it), and the line that gave it its value:
+    the local's last binding, a parameter's call in the submission, or a module-level assignment."""
+
+    var: str
+    file: str
+    line: int
+    code: str
+    value: float
 
 
 @dataclass
@@ -112,12 +126,22 @@ def probe(T: int | None = None) -> dict[str, torch.Tensor]:
     return {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in shapes.items()}
 
 
-def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace | None:
-    """The head's own computation on ``tensors``, op by op (None when it raised, hung or is not defined). What
-    the worker says is read defensively: student code ran beside it, so a malformed entry is left out."""
+def traced(
+    head: Head,
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+    function: str = ATTENTION,
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Trace | None:
+    """The head's own computation on ``tensors``, op by op (None when it could not be called: it hung, is not
+    defined, or the module did not import; a raise is in :attr:`Trace.raised`). ``function``, ``args`` and
+    ``kwargs``: another contract function's call (a crash of that function at its own line). What the worker
+    says is read defensively: student code ran beside it, so a malformed entry is left out."""
+    kwargs = {"causal": {"v": causal}} if kwargs is None else kwargs
     try:
         header, values = head.probe(
-            ATTENTION, ARGS, tensors, seed=PROBE_SEED, op="trace", kwargs={"causal": {"v": causal}}
+            function, ARGS if args is None else args, tensors, seed=PROBE_SEED, op="trace", kwargs=kwargs
         )
     except StudentFailure:
         return None
@@ -140,6 +164,7 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
                 tuple(str(x) for x in reads if isinstance(x, str)) if isinstance(reads, list) else (),
                 value if isinstance(value, torch.Tensor) else None,
                 str(r.get("var", ""))[:80],
+                _bounds(r.get("defs")),
             )
         )
     returned = {f"v:{k}" for k, r in enumerate(header["records"]) if _is_returned(r, values, header)}
@@ -156,6 +181,18 @@ def traced(head: Head, tensors: dict[str, torch.Tensor], causal: bool) -> Trace 
     aliases_raw = header.get("aliases")
     aliases = [at for a in aliases_raw if (at := _site(a))] if isinstance(aliases_raw, list) else []
     return Trace(records, returned, context, raised, left, aliases)
+
+
+def _bounds(raw: Any) -> tuple[Bound, ...]:
+    """The worker's ``defs`` of one record, well-formed entries only (a finite number, a line)."""
+    out = []
+    for d in raw if isinstance(raw, list) else []:
+        at = _site(d)
+        value = d.get("value") if at is not None else None
+        if at is None or not isinstance(value, float) or not math.isfinite(value):
+            continue
+        out.append(Bound(str(d.get("var", ""))[:80], at["file"], at["line"], at["code"], value))
+    return tuple(out)
 
 
 def _site(entry: Any) -> dict[str, Any] | None:
@@ -343,13 +380,17 @@ def departures(
         due = nxt[1] if nxt and nxt[1] in stages and match(r, chain[nxt[0]][1]) else _due(r, stages, reached)
         site = _dropped(trace, r, good, reached) or r
         viewed = _viewed(trace, r, T)
-        nan = _nan_source(trace, r, derived)
+        nan, met = _nan_source(trace, r, derived), r
+        if nan is None:  # r meets a constant holding NaN next (s * keep + (1 - keep) * -inf): that sum departs
+            met = next((x for x in records[k + 1 :] if f"v:{r.index}" in x.reads and _nan_source(trace, x, derived)), r)
+            nan = _nan_source(trace, met, derived) if met is not r else None
         if nan is not None:
             words = (
-                f"{describe(r, due, stages, tensors, causal)}; the NaN comes from this constant, which holds NaN "
-                "before it meets the scores (0 * -inf is NaN: build the mask with masked_fill or torch.where)"
+                "NaN from 0 * -inf: this constant holds NaN where a 0 was multiplied by -inf (an additive mask made "
+                f"by multiplying by -inf, or -inf times a 0/1 mask), and it brings NaN into {NAMES.get(due, due)}: "
+                f"{describe(met, due, stages, tensors, causal)}. Build the mask with masked_fill or torch.where"
             )
-            found.append(Departure(nan, due, words, stages.get(due), explained, causal))
+            found.append(Departure(replace(nan, value=met.value), due, words, stages.get(due), explained, causal))
         elif (source := _mask_source(trace, r, stages)) is not None and site is r:
             at = replace(r, file=source.file, line=source.line, code=source.code)
             found.append(
@@ -364,8 +405,13 @@ def departures(
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
             words = describe(r, due, stages, tensors, causal)
             alias = next((a for a in trace.aliases if words.startswith("X used where")), None)
+            made = _made_elsewhere(trace, viewed or r, _wrong_numbers(r, due, stages, tensors, causal))
             if alias is not None:  # the input bound where a projection belongs: that line
                 at = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
+            elif made is not None:  # the number that had to change was made on another line: that line
+                use = viewed or r
+                words += f"; `{made.var}` = {made.value:.6g} is set here and used at line {use.line}: `{use.code}`"
+                at = replace(r, file=made.file, line=made.line, code=made.code)
             found.append(Departure(at, due, words, stages.get(due), explained, causal))
         if nxt is None:
             break
@@ -394,6 +440,84 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
         return None
     pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
     return pattern[-1] if pattern else None
+
+
+Wrong = list[tuple[float, tuple[float, ...]]]  # a number a value was made with, and the numbers right for its role
+
+
+def _wrong_numbers(
+    r: Record, due: str, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
+) -> Wrong:
+    """The constants ``r`` was made with where the lecture has others, each with the numbers a name that made it
+    holds rightly: the factor the scores were scaled by, where 1/sqrt(d_k) belongs (a name holding d_k, sqrt(d_k),
+    1/d_k or 1/sqrt(d_k) is right, its use is not); the finite number the future keys were filled with or had
+    added, where -inf belongs."""
+    assert r.value is not None
+    v, d_k = r.value.double(), tensors["W_Q"].shape[1]
+    out: Wrong = []
+    if due == "masked" and "masked" not in stages:
+        due = "scaled"
+    expected = stages.get(due)
+    if due in ("scaled", "masked") and expected is not None and v.shape == expected.shape:
+        said = describe_fit(v, expected)
+        if said is not None and said.startswith("FACTOR:"):
+            out.append((float(said.removeprefix("FACTOR:")) * d_k**-0.5, (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
+    if due == "masked" and "scaled" in stages and v.shape == stages["scaled"].shape and v.dim() == 3:
+        T = v.shape[-1]
+        future = torch.ones(T, T, dtype=torch.bool).triu(1).expand_as(v)
+        for x in (v[future], (v - stages["scaled"].double())[future]):
+            if x.numel() and bool(torch.isfinite(x).all()) and bool((x == x[0]).all()):
+                out.append((float(x[0]), ()))
+    return out
+
+
+def _made_elsewhere(trace: Trace, r: Record, numbers: Wrong) -> Bound | None:
+    """The line that made the number ``r``'s line used where another belongs, when that is another line, it
+    binds that name alone (``d_k = X.shape[-1]``, ``NEG = -1e6``, a helper's parameter from the call that passed
+    it; not ``B, T, C = x.shape``, which names each axis rightly), and no other recorded line reads that value
+    (a ``T`` that the mask reads too is right where it is made: the use is what is wrong), and it does not hold
+    a number right for the role (``d_k = W_K.shape[-1]`` times ``math.sqrt(d_k)``: the use is wrong). A
+    parameter is where the caller made the value it passed (the worker follows ``fill(s, NEG)`` to ``NEG = -1e6``)."""
+    if not numbers:
+        return None
+
+    def fits(x: float) -> bool:  # 0 and ±1 are axes and identities more often than constants that were chosen
+        forms = (x, 1 / x, math.sqrt(abs(x)), 1 / math.sqrt(abs(x))) if abs(x) not in (0.0, 1.0) else ()
+        return any(
+            any(math.isclose(n, f, rel_tol=1e-9) for f in forms) and not any(math.isclose(x, y) for y in right)
+            for n, right in numbers
+        )
+
+    return next((b for b in r.defs if fits(b.value) and _alone(b) and not _read_elsewhere(trace, b, r)), None)
+
+
+def _alone(b: Bound) -> bool:
+    """Whether ``b``'s line binds its name alone: ``name = ...``, ``name: T = ...``, ``name += ...``, or is a
+    call that passes the parameter (any line that is no assignment to the name)."""
+    try:
+        tree = ast.parse(b.code)
+    except (SyntaxError, ValueError):  # part of a statement over several lines; a null byte
+        return False
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(node, ast.Assign):
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        return names == [b.var] * len(node.targets) or b.var not in _targets(node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return isinstance(node.target, ast.Name) and node.target.id == b.var
+    return node is not None
+
+
+def _targets(targets: list[ast.expr]) -> set[str]:
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _read_elsewhere(trace: Trace, b: Bound, r: Record) -> bool:
+    """Whether a recorded line other than ``r``'s reads the value ``b`` bound (the same binding)."""
+    key = (b.var, b.file, b.line)
+    return any(
+        (x.file, x.line) != (r.file, r.line) and any((d.var, d.file, d.line) == key for d in x.defs)
+        for x in trace.records
+    )
 
 
 VIEWS = ("reshape", "view", "contiguous", "clone", "__getitem__", "to", "type_as", "float", "double", "squeeze")
@@ -622,11 +746,13 @@ def _clamp(v: torch.Tensor, e: torch.Tensor) -> str | None:
     return " and ".join(parts) + " (a clamp)"
 
 
+# a clamp before float32 accuracy: a floor of 1e-6 moves entries by less than float32's tolerance, but only
+# a clamp leaves every changed entry at one bound
 _RELATIONS: tuple[Callable[[torch.Tensor, torch.Tensor], str | None], ...] = (
+    _clamp,
     _float32,
     _factor,
     _transpose,
-    _clamp,
     _future,
     _dropout,
     _rows,

@@ -19,10 +19,11 @@ import torch
 
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, Trace, follow, probe, traced
+from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED
-from grader.diagnosis._where import SIZE_CRASH
-from grader.head import Head
+from grader.diagnosis._where import ATTENTION, SIZE_CRASH
+from grader.head import CORE, Head, ImportFailure, StudentFailure
 from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
 
@@ -188,21 +189,26 @@ def _raised_it(raised: dict[str, object] | None, c: Diagnosis) -> bool:
 
 def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:
     """Each crash at the student's line that raised: the innermost frame in the submission of one traced call
-    on the probe (at the length that crashes, for a head that runs at one length only), when it raised the
-    exception the crash names."""
+    (of the function the crash names, on its first probe; else of the head on the probe, at the length that
+    crashes for a head that runs at one length only), when it raised the exception the crash names. A module
+    that does not import: the line its import raised at."""
     crashes = [c for c in causes if c.kind == "crash" and c.where is None]
     if not crashes:
         return causes
-    sites = []
+    sites: list[Trace] = []
     sized = any(c.id == SIZE_CRASH for c in crashes)  # it raises at other lengths: try some
-    for T in dict.fromkeys([PROBE_T, *((length + 1,) if length else ()), *((1, 129, 257, 513) if sized else ())]):
-        trace = traced(head, probe(T), True)
-        if trace is not None and trace.raised and "line" in trace.raised:
-            sites.append(trace)
-            break
+    own = {fn: _raised_by(head, fn) for c in crashes if (fn := c.id.removeprefix("crash:")) in OWN_PROBES}
+    if any(c.id.removeprefix("crash:") not in own for c in crashes):
+        for T in dict.fromkeys([PROBE_T, *((length + 1,) if length else ()), *((1, 129, 257, 513) if sized else ())]):
+            trace = traced(head, probe(T), True)
+            if trace is not None and trace.raised and "line" in trace.raised:
+                sites.append(trace)
+                break
     out = []
     for c in causes:
-        site = next((t for t in sites if c in crashes and _raised_it(t.raised, c)), None)
+        fn = c.id.removeprefix("crash:")
+        candidates = [t for t in ([own[fn]] if fn in own else sites) if t is not None]
+        site = next((t for t in candidates if c in crashes and _raised_it(t.raised, c)), None)
         if site is not None and site.raised is not None:
             r = site.raised
             at = SourceLine(
@@ -210,5 +216,49 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
                 context=site.context.get(str(r["file"]), {}),
             )  # fmt: skip
             c = c.model_copy(update={"where": at})
+        elif c in crashes:
+            c = _import_line(head, c)
         out.append(c)
     return out
+
+
+# the functions besides the head whose crash is traced on their own first probe (the key-value cache's probe
+# is a decode, not one call)
+OWN_PROBES = {fn: make for fn, make in PROBES.items() if fn != ATTENTION and fn in CORE + ("streaming_attention",)}
+
+
+def _raised_by(head: Head, fn: str) -> Trace | None:
+    """One traced call of contract function ``fn`` on its first probe, when it raised in the submission."""
+    first = next((p for p in OWN_PROBES[fn]() if p.op == "seeded_call"), None)
+    if first is None:
+        return None
+    trace = traced(head, first.tensors, True, fn, first.args, dict(first.options.get("kwargs", {})))
+    return trace if trace is not None and trace.raised and "line" in trace.raised else None
+
+
+_FRAME = re.compile(r'^  File "(?P<file>[^"\n]+)", line (?P<line>\d+), in [^\n]*\n(?:    (?P<code>[^\n]*)\n)?', re.M)
+
+
+def _import_line(head: Head, c: Diagnosis) -> Diagnosis:
+    """A crash of the whole module at the line its import raised at: the innermost frame of the student's part
+    of the traceback the worker sent with the import error (paths relative to the submission)."""
+    try:
+        head.found()
+        return c
+    except ImportFailure as exc:
+        told = exc.traceback
+    except StudentFailure:
+        return c
+    frames = list(_FRAME.finditer(told))
+    if not frames or not _raised_it({"type": _exception_of(told)}, c):
+        return c
+    last = frames[-1]
+    code = (last["code"] or "").strip()[:300]
+    where = SourceLine(file=last["file"][:200], line=int(last["line"]), code=code, context={})
+    return c.model_copy(update={"where": where})
+
+
+def _exception_of(traceback: str) -> str:
+    """'NameError' from a traceback's last line 'NameError: name 'F' is not defined'."""
+    last = next((ln for ln in reversed(traceback.strip().splitlines()) if ln and not ln.startswith(" ")), "")
+    return last.split(":", 1)[0].strip()

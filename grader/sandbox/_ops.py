@@ -10,6 +10,7 @@ error replies. This module must not import ``grader``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import time
 from collections.abc import Callable, Iterator
@@ -672,6 +673,12 @@ class _Trace:
         self.own: dict[Any, bool] = {}  # code object -> whether it is the submission's
         self.left: dict[str, Header] = {}  # "numpy", "detach": the first line that left torch or its graph
         self.aliases: list[Header] = []  # locals bound to an input tensor itself, where
+        # frame -> local -> (the object it holds, line and code where it was last bound): the line tracer's
+        # record of where each name a recorded line reads got its value (a constant made on another line)
+        self.bound: dict[int, dict[str, tuple[Any, int, str, str]]] = {}  # (number, line, file, name bound there)
+        self.real: dict[str, str] = {}  # file -> its real path
+        self.frame: Any = None  # the submission's frame of the last site() found
+        self.module_lines: dict[str, dict[str, int]] = {}  # file -> global -> its top-level line
 
     def mine(self, code: Any) -> bool:
         import os
@@ -696,6 +703,7 @@ class _Trace:
             f = f.f_back
         if f is None:
             return None
+        self.frame = f
         path = f.f_code.co_filename
         code = linecache.getline(path, f.f_lineno).strip()[:300]
         return os.path.realpath(path)[len(self.prefix) :], f.f_lineno, code
@@ -714,6 +722,12 @@ class _Trace:
         record: Header = {"op": op[:80], "file": where[0], "line": where[1], "code": where[2], "reads": reads}
         if var:
             record["var"] = var[:80]
+        try:  # what a line reads is a note beside the record: a failure to read it must not reach the head
+            defs = self.defs(where)
+        except Exception:
+            defs = []
+        if defs:
+            record["defs"] = defs
         t = value.detach() if isinstance(value, torch.Tensor) else torch.from_numpy(value.copy())
         record["shape"] = list(t.shape)
         record["dtype"] = str(t.dtype).removeprefix("torch.")
@@ -731,6 +745,106 @@ class _Trace:
             self.keep.append(value)
             self.by_id[id(value)] = name
             self.by_storage[_storage_key(value)] = name
+
+    def defs(self, where: tuple[str, int, str]) -> list[Header]:
+        """The numbers the recorded line reads by name and where each got its value, when that is another
+        line: a local of the submission's frame (its last binding; a parameter: the caller's line in the
+        submission, ``helper(x, value=-1e6)``) or a module-level name (its top-level assignment)."""
+        import linecache
+        import os
+
+        f = self.frame
+        if f is None:
+            return []
+        bound = self.bound.get(id(f), {})
+        out: list[Header] = []
+        for name in _names(where[2])[:DEFS_PER_RECORD]:
+            value: Any = None
+            line, path, shown = 0, f.f_code.co_filename, name
+            if name in bound:
+                value, line, path, shown = bound[name]
+            elif name in f.f_globals and name not in f.f_code.co_varnames:
+                value, line = f.f_globals[name], self.module_line(path, name)
+            if path not in self.real:
+                self.real[path] = os.path.realpath(path)
+            real = self.real[path]
+            if not line or not real.startswith(self.prefix) or (line == where[1] and path == f.f_code.co_filename):
+                continue
+            if not _number(value):
+                continue
+            try:
+                number = float(value)
+            except (OverflowError, TypeError, ValueError):  # an int past float's range, a Real that refuses
+                continue
+            code = linecache.getline(path, line).strip()[:300]
+            out.append(
+                {"var": shown[:80], "file": real[len(self.prefix) :], "line": line, "code": code, "value": number}
+            )
+        return out
+
+    def passed(self, caller: Any, value: Any) -> tuple[int, str, str]:
+        """(line, file, name) where the object ``value`` a call passed got bound in the calling frame of the
+        submission: the binding of the caller's name holding it, or its module-level assignment; else the
+        call's own line (a literal argument)."""
+        import linecache
+
+        path = caller.f_code.co_filename
+        bound = self.bound.get(id(caller), {})
+        for name in _names(linecache.getline(path, caller.f_lineno)):
+            if name in bound and bound[name][0] is value and bound[name][1]:
+                return bound[name][1:]
+            if name not in bound and caller.f_globals.get(name, None) is value:
+                line = self.module_line(path, name)
+                if line:
+                    return line, path, name
+        return caller.f_lineno, path, ""
+
+    def module_line(self, path: str, name: str) -> int:
+        """The line of the last top-level assignment to ``name`` in the submission's file ``path``."""
+        import ast
+        import linecache
+
+        if path not in self.module_lines:
+            found: dict[str, int] = {}
+            try:
+                tree = ast.parse("".join(linecache.getlines(path)))
+            except (SyntaxError, ValueError):
+                tree = ast.Module(body=[], type_ignores=[])
+            for node in tree.body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                for t in targets if isinstance(node, (ast.Assign, ast.AnnAssign)) else []:
+                    if isinstance(t, ast.Name):
+                        found[t.id] = node.lineno
+            self.module_lines[path] = found
+        return self.module_lines[path].get(name, 0)
+
+
+DEFS_PER_RECORD = 16  # names of one line looked up
+
+
+@functools.lru_cache(maxsize=1024)
+def _names(code: str) -> tuple[str, ...]:
+    """The names a line of source reads, in order (not those in its comment or strings; a line that is part of
+    a statement over several lines: up to where it stops making sense alone)."""
+    import io
+    import keyword
+    import tokenize
+
+    out: dict[str, None] = {}
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(code).readline):
+            if t.type == tokenize.NAME and not keyword.iskeyword(t.string):
+                out[t.string] = None
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return tuple(out)
+
+
+def _number(value: Any) -> bool:
+    """A Python number (not a bool): a constant no torch op records."""
+    import numbers
+
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__module__ != "torch"
 
 
 def _storage_key(t: torch.Tensor) -> tuple[Any, ...]:
@@ -799,8 +913,36 @@ def _array_tracer(trace: _Trace) -> Any:
             k: trace.by_id[id(v)] for k, v in frame.f_locals.items() if trace.by_id.get(id(v), "").startswith("in:")
         }
 
+    def rebound(frame: Any, line: int, caller: Any = None) -> None:
+        """Where each local got the object it now holds: ``line`` for one bound since the last event. At a
+        call, a parameter got it where the caller's argument did (``helper(s, NEG)``: ``NEG = -1e6``; a
+        literal, ``helper(s, -1e6)``: the caller's line); 0 when called from outside the submission."""
+        seen = trace.bound.setdefault(id(frame), {})
+        for var, v in frame.f_locals.items():
+            old = seen.get(var)
+            if old is not None and old[0] is v:
+                continue
+            if not _number(v):  # only numbers are looked up (a tensor is a record of its own)
+                if old is not None:
+                    del seen[var]
+                continue
+            if caller is None:
+                seen[var] = (v, line, frame.f_code.co_filename, var)
+            else:
+                at, path, name = trace.passed(caller, v)
+                seen[var] = (v, at, path, name or var)
+
+    def noted(note: Callable[..., None], *args: Any) -> None:
+        """Where names got their values is a note for the grader: an error in taking it (a local whose
+        comparison raises) must never reach the head's own code."""
+        try:
+            note(*args)
+        except Exception:
+            trace.bound.pop(id(args[0]), None)
+
     def changes(frame: Any) -> None:
         line, before = state.get(id(frame), (frame.f_lineno, {}))
+        noted(rebound, frame, line)
         bound = aliases(frame)
         for var, name in bound.items():
             if known.get(id(frame), {}).get(var) != name:
@@ -814,6 +956,7 @@ def _array_tracer(trace: _Trace) -> Any:
             if old is None or old[0] is not arr or not np.array_equal(old[1], arr, equal_nan=True):
                 code = __import__("linecache").getline(frame.f_code.co_filename, line).strip()[:300]
                 path = __import__("os").path.realpath(frame.f_code.co_filename)[len(trace.prefix) :]
+                trace.frame = frame  # the frame whose locals the line read
                 trace.add("=", (path, line, code), arr, [], var=var)
         state[id(frame)] = (frame.f_lineno, {k: (v, v.copy()) for k, v in now.items()})
 
@@ -824,6 +967,7 @@ def _array_tracer(trace: _Trace) -> Any:
             if event == "return":
                 state.pop(id(frame), None)
                 known.pop(id(frame), None)
+                trace.bound.pop(id(frame), None)
         return local
 
     def glob(frame: Any, event: str, arg: Any) -> Any:
@@ -831,6 +975,8 @@ def _array_tracer(trace: _Trace) -> Any:
             with torch._C.DisableTorchFunction():  # the arguments it was given are not its own results
                 state[id(frame)] = (frame.f_lineno, {k: (v, v.copy()) for k, v in snapshot(frame).items()})
                 known[id(frame)] = aliases(frame)
+                caller = frame.f_back
+                noted(rebound, frame, 0, caller if caller is not None and trace.mine(caller.f_code) else None)
             return local
         return None
 
@@ -902,7 +1048,8 @@ def _context(trace: _Trace, raised: Header | None = None, around: int = 3) -> di
     import linecache
 
     wanted: dict[str, set[int]] = {}
-    for r in [*trace.records, *([raised] if raised and "line" in raised else [])]:
+    defs = [d for r in trace.records for d in r.get("defs", ())]  # a constant's line, shown as the line to edit
+    for r in [*trace.records, *defs, *([raised] if raised and "line" in raised else [])]:
         wanted.setdefault(r["file"], set()).update(range(max(1, r["line"] - around), r["line"] + around + 1))
     out: dict[str, dict[str, str]] = {}
     for name, lines in wanted.items():

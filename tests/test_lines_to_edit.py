@@ -1,0 +1,203 @@
+"""The line to edit, and honest words for it (issue 36 points 1 and 4; issue 35 points 2, 4, 10 and 12).
+
+Each crash points at the line of the function that raised (a template stub, a module that does not import); a
+number made on one line and used wrongly on another is pointed at where it is made, with the use in the words;
+a clamp and a NaN made by 0 * -inf are described as what they are. The heads are small files in
+tests/lines_to_edit/ (and the student template, and the reference with one stub put back).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from grader.diagnosis import diagnose
+from grader.head import Head
+from grader.library import load_reference
+from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.oracle import LiveOracle
+from grader.rubric import Rubric
+from grader.runner import grade
+from grader.sandbox import Sandbox, WorkerPool
+
+REPO = Path(__file__).resolve().parent.parent
+HEADS = REPO / "tests" / "lines_to_edit"
+TEMPLATE = REPO / "student_template" / "attention_head.py"
+STUBS = ("causal_self_attention", "gaussian_positional_weights", "gaussian_positional_qk", "score_scale_statistics")
+Diagnose = Callable[..., list[Diagnosis]]
+
+
+def failed(*ids: str) -> list[CheckResult]:
+    return [
+        CheckResult(
+            id=c, title="t", cites="c", status="failed", score=0, max_score=1, message="m", seed=0, duration_s=0
+        )
+        for c in ids
+    ]
+
+
+def line_of(path: Path, text: str) -> int:
+    """The 1-based number of the one line of ``path`` that contains ``text``."""
+    [n] = [k for k, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    return n
+
+
+@pytest.fixture
+def diagnosed(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> Iterator[Diagnose]:
+    """The diagnosis of a head of tests/lines_to_edit/ that fails ``failing`` (by default: its float64 values)."""
+
+    def run(name: str, failing: tuple[str, ...] = ("reference_match",)) -> list[Diagnosis]:
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(HEADS / f"{name}.py", folder / "attention_head.py")
+        with Sandbox(folder, rubric.limits, pool=pool) as sandbox:
+            return diagnose(failed(*failing), Head(sandbox, rubric.entry_points), LiveOracle(load_reference()))
+
+    yield run
+
+
+def _pointed(found: list[Diagnosis]) -> Diagnosis:
+    [d] = [d for d in found if d.where is not None]
+    return d
+
+
+# ---- 1. each stub at its own line; a stub costs interface nothing (issue 36.1) ------------------------------
+
+
+def test_each_stub_of_the_template_points_at_its_own_raise(rubric: Rubric, pool: WorkerPool) -> None:
+    only = ["causal_mask", "gaussian_kernel", "gaussian_qk", "score_scale_experiment"]
+    result = grade(TEMPLATE, rubric, pool=pool, only=only, visuals=False)
+    crashes = {d.id.removeprefix("crash:"): d for d in result.diagnosis if d.kind == "crash"}
+    assert set(crashes) == set(STUBS)
+    for fn, d in crashes.items():
+        assert d.where is not None, fn
+        assert d.where.line == line_of(TEMPLATE, f'raise NotImplementedError("{fn}:'), fn
+        assert d.where.code.startswith(f'raise NotImplementedError("{fn}:'), fn
+
+
+def _reference_with(tmp_path: Path, old: str, new: str) -> Path:
+    """The instructor reference with ``old`` (the body of one function) replaced by ``new``."""
+    source = (REPO / "reference" / "attention_head.py").read_text()
+    assert source.count(old) == 1
+    path = tmp_path / "attention_head.py"
+    path.write_text(source.replace(old, new), encoding="utf-8")
+    return path
+
+
+QK_BODY = """    pos = torch.arange(T, dtype=torch.float64)  # (T,)
+    Q = math.sqrt(2.0) * torch.stack([pos, torch.ones_like(pos)], dim=-1) / bandwidth  # (T, 2)
+    K = torch.stack([pos, -0.5 * pos**2], dim=-1) / bandwidth  # (T, 2)
+    return Q, K
+"""
+QK_STUB = '    raise NotImplementedError("gaussian_positional_qk: write q_i and k_j from your derivation")\n'
+
+
+def test_a_lone_stub_has_its_line_and_costs_interface_nothing(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
+    path = _reference_with(tmp_path, QK_BODY, QK_STUB)
+    result = grade(path, rubric, pool=pool, only=["interface", "gaussian_qk"], visuals=False)
+    by_id = {c.id: c for c in result.checks}
+    interface = by_id["interface"]
+    assert interface.status == "passed" and interface.score == interface.max_score, interface.message
+    assert "`gaussian_positional_qk` (NotImplementedError" in interface.message  # said, not charged
+    assert by_id["gaussian_qk"].status == "error"
+    [d] = result.diagnosis
+    assert d.id == "crash:gaussian_positional_qk" and d.explains == ["gaussian_qk"]
+    assert d.where is not None and d.where.line == line_of(path, QK_STUB.strip())
+
+
+def test_interface_still_fails_an_exercise_function_that_returns_the_wrong_thing(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    path = _reference_with(tmp_path, QK_BODY, "    return torch.zeros(T, 2, dtype=torch.float64)\n")
+    result = grade(path, rubric, pool=pool, only=["interface"], visuals=False)
+    [interface] = result.checks
+    assert interface.status == "failed" and "must return a tuple of 2 tensors" in interface.message
+
+
+# ---- 2. a number made on one line and used on another: where it is made (issue 36.4, 35.2) ------------------
+
+
+def test_a_scale_read_off_the_wrong_width_points_where_d_k_is_made(diagnosed: Diagnose) -> None:
+    d = _pointed(diagnosed("dk_of_model_width"))
+    path = HEADS / "dk_of_model_width.py"
+    assert d.where is not None and d.departure is not None
+    assert (d.where.line, d.where.code) == (line_of(path, "d_k = X.shape[-1]"), "d_k = X.shape[-1]")
+    use = line_of(path, "/ math.sqrt(d_k)")
+    assert f"`d_k` = 5 is set here and used at line {use}" in d.departure.description
+    assert "1/sqrt(d) = 0.4472" in d.departure.description
+    assert d.where.context[d.where.line].strip() == "d_k = X.shape[-1]"
+
+
+def test_a_fill_passed_to_a_helper_points_at_the_constant(diagnosed: Diagnose) -> None:
+    d = _pointed(diagnosed("fill_through_helper", ("numerical_stability",)))  # exact at ordinary scores
+    path = HEADS / "fill_through_helper.py"
+    assert d.where is not None and d.departure is not None
+    assert (d.where.line, d.where.code) == (line_of(path, "NEG = -1e6"), "NEG = -1e6")
+    assert "filled with -1e+06 instead of -inf" in d.departure.description
+    assert f"used at line {line_of(path, 'return scores.masked_fill(future, value)')}" in d.departure.description
+
+
+def test_a_number_that_is_right_where_it_is_made_keeps_the_use(diagnosed: Diagnose) -> None:
+    """T = X.shape[1] is T (the mask reads it too): the use, / math.sqrt(T), is the line to edit."""
+    d = _pointed(diagnosed("sqrt_T_named"))
+    path = HEADS / "sqrt_T_named.py"
+    assert d.where is not None and d.where.line == line_of(path, "/ math.sqrt(T)")
+
+
+# ---- 3, 4. a clamp is a clamp; NaN from 0 * -inf is said so (issue 35.4, 35.12) ------------------------------
+
+
+def test_a_clamp_to_a_floor_of_1e_6_is_described_as_a_clamp(diagnosed: Diagnose) -> None:
+    d = _pointed(diagnosed("clamped_floor"))
+    assert d.where is not None and d.departure is not None
+    assert d.where.line == line_of(HEADS / "clamped_floor.py", ".clamp(1e-6, 1.0)")
+    assert d.departure.description == "a floor: entries below 1e-06 raised to 1e-06 (a clamp)"
+    assert "float32" not in d.departure.description
+
+
+def test_a_mask_multiplied_by_inf_is_described_as_nan_from_zero_times_inf(diagnosed: Diagnose) -> None:
+    d = _pointed(diagnosed("keep_times_inf"))
+    assert d.where is not None and d.departure is not None
+    assert d.where.line == line_of(HEADS / "keep_times_inf.py", '(1 - keep) * float("-inf")')
+    assert d.departure.description.startswith("NaN from 0 * -inf")
+    assert "NaN in " in d.departure.description
+    assert "filled with 0" not in d.departure.description and "clamp" not in d.departure.description
+
+
+# ---- 5. an error at import time at the line that raised (issue 35.10) ----------------------------------------
+
+
+def _module_crash(result: GradeResult) -> Diagnosis:
+    [d] = [d for d in result.diagnosis if d.kind == "crash"]
+    return d
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "error"),
+    [
+        ("wrong_alias", "softmax = F.softmax", "NameError"),
+        ("no_imports", "def causal_self_attention(X: torch.Tensor, W_Q, W_K, W_V, causal=True):", "NameError"),
+    ],
+)
+def test_an_import_error_points_at_the_line_that_raised(
+    name: str, code: str, error: str, rubric: Rubric, pool: WorkerPool
+) -> None:
+    result = grade(HEADS / f"{name}.py", rubric, pool=pool, only=["interface", "causal_mask"], visuals=False)
+    d = _module_crash(result)
+    assert error in d.title
+    assert d.where is not None
+    at = line_of(HEADS / f"{name}.py", code)
+    assert (d.where.file, d.where.line, d.where.code) == ("attention_head.py", at, code)
+
+
+def test_what_a_line_reads_is_read_defensively() -> None:
+    """The worker's note of where a name got its value is untrusted: only well-formed entries are kept."""
+    from grader.diagnosis._departure import Bound, _bounds
+
+    good = {"var": "d_k", "file": "attention_head.py", "line": 10, "code": "d_k = X.shape[-1]", "value": 5.0}
+    forged = [good, {**good, "line": "10"}, {**good, "value": "5"}, {**good, "value": float("nan")}, 7, None]
+    assert _bounds(forged) == (Bound("d_k", "attention_head.py", 10, "d_k = X.shape[-1]", 5.0),)
+    assert _bounds("not a list") == ()
