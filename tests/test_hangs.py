@@ -154,19 +154,21 @@ def test_head_refuses_a_larger_input_at_once_and_still_tries_smaller_ones(
 
 
 def test_a_function_that_spent_its_share_is_not_called_again(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
-    share = {"causal_self_attention": 0.1}  # 1 s of a 10 s budget, below the 5 s per-call limit
-    limits = SandboxLimits(per_call_timeout_s=5, per_submission_timeout_s=10, function_budget_share=share)  # type: ignore[arg-type]
+    # 1 s of a 100 s budget, far below the 20 s per-call limit; the other functions keep their default shares
+    # (score_scale_statistics: 10 s), which no busy machine spends on the small call below (issue 36)
+    share = {"causal_self_attention": 0.01}
+    limits = SandboxLimits(per_call_timeout_s=20, per_submission_timeout_s=100, function_budget_share=share)  # type: ignore[arg-type]
     with Sandbox(_submission(tmp_path, "hang_T_gt_5"), limits, pool=pool) as sandbox:
         head = Head(sandbox, rubric.entry_points)
         t0 = time.monotonic()
         with pytest.raises(StudentFailure, match=r"did not finish within 1 s, what was left of its share"):
             head.attention(make_case(Shape(1, 6, 2, 2, 2), seed=1))
-        assert time.monotonic() - t0 < 3  # its share, not the per-call limit
+        assert time.monotonic() - t0 < limits.per_call_timeout_s  # its share, not the per-call limit
         with pytest.raises(StudentFailure) as spent:
             head.attention(make_case(Shape(1, 1, 2, 2, 2), seed=2))  # small, but the share is gone
         assert spent.value.status == "timeout"
         assert spent.value.message == (
-            "`causal_self_attention` has used up its share of the time budget (1 s of the submission's 10 s, "
+            "`causal_self_attention` has used up its share of the time budget (1 s of the submission's 100 s, "
             "limits.function_budget_share); not called again"
         )
         assert head.statistics(4, T=8, n_samples=10, seed=0)["raw_std"] > 0  # its own share is intact
@@ -187,10 +189,12 @@ def test_a_head_hanging_beyond_T_5_loses_only_the_checks_that_call_it(
     # interface meets the hang first (its lengths: issue 30), at T = 8; a hang is not its verdict
     assert status["interface"] == "passed"
     assert "timed out earlier in check interface on input B=2, T=8" in _message(result, "row_stochastic")
-    # each distinct hang waits once (T = 8 in interface, then the T = 6 precision probe), no more
+    # each distinct hang waits once (T = 8 in interface, then the T = 6 precision probe), no more: a refused
+    # check waits for no hang, and at most two checks lasted a per-call limit (counted, not timed against the
+    # grade's own work, which a busy machine stretches: issue 36)
     refused = [c for c in result.checks if "timed out earlier" in c.message]
-    assert len(refused) >= 8 and all(c.duration_s < 1 for c in refused if c.status == "timeout")
-    assert result.duration_s < 2 * per_call + 20
+    assert len(refused) >= 8 and all(c.duration_s < per_call for c in refused if c.status == "timeout")
+    assert sum(c.duration_s >= per_call for c in result.checks) <= 2
 
 
 def test_a_head_hanging_beyond_T_64_keeps_every_small_shape_check(

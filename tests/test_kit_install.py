@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -68,21 +69,40 @@ def _run(cmd: list[str | Path], cwd: Path, check: bool = True) -> subprocess.Com
     return done
 
 
-def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: Path) -> None:
-    out = tmp_path / "kit"
+@dataclass(frozen=True)
+class Kit:
+    """The student kit written by ``grade student-kit`` and pip-installed into a fresh virtual environment."""
+
+    out: Path  # the kit's folder: the wheel and INSTALL.md
+    wheel: Path
+    venv: Path
+    python: Path
+    grade: Path
+
+
+def install_kit(tmp: Path, *extra: str) -> Kit:
+    """Build the kit into ``tmp/kit`` and install it, after this torch (the CPU build) and with ``extra``
+    packages, into a fresh venv ``tmp/venv``, as a student does from the kit's INSTALL.md."""
+    out = tmp / "kit"
     assert main(["student-kit", "--out", str(out)]) == 0
     [wheel] = out.glob("*.whl")
+    venv = tmp / "venv"
+    _run([sys.executable, "-m", "venv", venv], tmp)
+    py, grade = venv / "bin" / "python", venv / "bin" / "grade"
+    torch = f"torch=={metadata.version('torch').split('+', 1)[0]}"
+    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", torch, wheel, *extra], tmp)
+    return Kit(out, wheel, venv, py, grade)
+
+
+def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: Path) -> None:
+    kit = install_kit(tmp_path)
+    out, wheel, venv, py, grade = kit.out, kit.wheel, kit.venv, kit.python, kit.grade
     assert wheel.stat().st_size < 2**20  # under 1 MB: the snapshots are numbers of small probes
     assert (out / "INSTALL.md").is_file() and wheel.name in (out / "INSTALL.md").read_text()
     names = zipfile.ZipFile(wheel).namelist()
     leaked = [n for n in names if any(w in n for w in ("_reference", "chaff", "variant", "catalog.toml"))]
     assert leaked == [] and "grader/_snapshots/step4.safetensors" in names and "grader/_rubrics/step4.toml" in names
 
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", venv], tmp_path)
-    py, grade = venv / "bin" / "python", venv / "bin" / "grade"
-    torch = f"torch=={metadata.version('torch').split('+', 1)[0]}"
-    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", torch, wheel], tmp_path)
     where = _run([py, "-c", "import grader, os; print(os.path.dirname(grader.__file__))"], tmp_path).stdout.strip()
     installed = Path(where)
     assert installed.is_relative_to(venv), installed

@@ -119,13 +119,19 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> Any:
     is whatever comes first on PATH), as a KernelSpecManager."""
     for extra in ("nbclient", "nbformat", "ipykernel"):
         pytest.importorskip(extra, reason="the test extra is not installed: pip install '.[test]' (as .ci/run does)")
+    return kernel_specs(tmp_path_factory.mktemp("kernels"), sys.executable)
+
+
+def kernel_specs(root: Path, python: str | Path, env: dict[str, str] | None = None) -> Any:
+    """A KernelSpecManager whose kernel "step4" runs ipykernel on ``python`` (the installed kit's in
+    tests/test_first_hour.py), with ``env`` added to the kernel's environment."""
     from jupyter_client.kernelspec import KernelSpecManager
 
-    root = tmp_path_factory.mktemp("kernels")
     spec = root / "step4" / "kernel.json"
-    spec.parent.mkdir()
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    spec.write_text(json.dumps({"argv": argv, "display_name": "step4", "language": "python"}), encoding="utf-8")
+    spec.parent.mkdir(parents=True)
+    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    fields = {"argv": argv, "display_name": "step4", "language": "python", "env": env or {}}
+    spec.write_text(json.dumps(fields), encoding="utf-8")
     return KernelSpecManager(kernel_dirs=[str(root)])
 
 

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -299,10 +299,19 @@ class WatchProcess:
     """``grade FOLDER --watch --json FILE`` in a process of its own; its stdout cut into blocks (a cold
     grade's lines, then the change line) as they arrive, and every process under it remembered."""
 
-    def __init__(self, folder: Path, json_path: Path) -> None:
-        cmd = [sys.executable, "-m", "grader", str(folder), "--watch", "--json", str(json_path)]
+    def __init__(
+        self,
+        folder: Path,
+        json_path: Path,
+        grade: Sequence[str | Path] = (sys.executable, "-m", "grader"),
+        *,
+        cwd: Path = REPO,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``grade`` is the command (the installed kit's ``grade`` in tests/test_first_hour.py), run in ``cwd``."""
+        cmd = [*map(str, grade), str(folder), "--watch", "--json", str(json_path)]
         self.proc = subprocess.Popen(
-            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env() if env is None else env
         )
         self.lines: list[str] = []
         self.err: list[str] = []

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_first_hour as first_hour_walk
 import windows_driver
 from processes import windows_pythons
 
@@ -92,8 +93,8 @@ def _wine_pythons() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def windows_out() -> Iterator[Path]:
-    """Install this checkout in the Windows Python, then grade everything there in one process."""
+def windows_grader() -> None:
+    """This checkout installed in the Windows Python."""
     assert TOOLS is not None
     setup = subprocess.run(
         [str(TOOLS / "setup.sh"), "--project-only", str(REPO)],
@@ -103,6 +104,11 @@ def windows_out() -> Iterator[Path]:
         timeout=600,
     )
     assert setup.returncode == 0, setup.stderr[-4000:]
+
+
+@pytest.fixture(scope="module")
+def windows_out(windows_grader: None) -> Iterator[Path]:
+    """Grade everything in the Windows Python, in one process."""
     # its own folder: pytest keeps only its last three base folders, and other runs on a shared machine rotate them
     out = Path(tempfile.mkdtemp(prefix="step4-windows-tier-"))
     try:
@@ -239,6 +245,49 @@ def test_grade_batch_on_windows_says_which_protections_were_absent(tmp_path: Pat
     overview = (out / "summary.html").read_text(encoding="utf-8")
     assert "without protections the Linux sandbox has" in overview and "seccomp filter" in overview
     assert _wine_pythons() == []
+
+
+@pytest.fixture(scope="module")
+def first_hour(windows_grader: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[str], str]:
+    """Issue 36's walk, its first steps, as a student types them with ``grade.exe`` in a folder whose path has a
+    space: the template graded as handed out, then a mistake made by hand (tests/test_first_hour.py's), with
+    ``--html``. The lines each grade printed, and the report."""
+    folder = tmp_path_factory.mktemp("first hour") / "my step4"
+    folder.mkdir()
+    for name in ("attention_head.py", "test_attention_head.py"):
+        shutil.copy(REPO / "student_template" / name, folder / name)
+    template = wrun("Scripts/grade.exe", "attention_head.py", cwd=folder, timeout=900)
+    assert template.returncode == 0, (template.stdout + template.stderr)[-4000:]
+    (folder / "attention_head.py").write_text(first_hour_walk.BY_D, encoding="utf-8")
+    mistake = wrun("Scripts/grade.exe", "attention_head.py", "--html", "report.html", cwd=folder, timeout=900)
+    assert mistake.returncode == 0, (mistake.stdout + mistake.stderr)[-4000:]
+    assert _wine_pythons() == []
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    return template.stdout.splitlines(), mistake.stdout.splitlines(), page
+
+
+@skip_without_windows
+def test_a_students_first_hour(first_hour: tuple[list[str], list[str], str]) -> None:
+    """The template: a cause per stub, in the template's words, and 0 points; the mistake: its cause at its
+    line, the score, and the HTML report written with both."""
+    template, mistake, page = first_hour
+    assert template[-1].startswith("Score: 0 / "), template[-1]
+    for function, text in first_hour_walk.stub_causes(template).items():
+        assert f"This is the template's stub: implement `{function}`" in text, text
+    text = first_hour_walk.cause_of(mistake, first_hour_walk.BY_D_TITLE)
+    line = first_hour_walk.SCALE_LINE
+    assert f"At attention_head.py:{line}: att = (q @ k.transpose(-2, -1)) / math.sqrt(X.shape[-1])" in text, text
+    assert mistake[-1].startswith("Score: ")
+    assert first_hour_walk.BY_D_TITLE in page and f"attention_head.py:{line}" in page
+
+
+@skip_without_windows
+def test_each_stub_is_named_at_its_own_line(first_hour: tuple[list[str], list[str], str]) -> None:
+    """Issue 36.1 on Windows: each stub's cause at its own line."""
+    template, _, _ = first_hour
+    for function, text in first_hour_walk.stub_causes(template).items():
+        line = first_hour_walk.stub_lines()[function]
+        assert f'At attention_head.py:{line}: raise NotImplementedError("{function}: ' in text, (function, text)
 
 
 def test_a_cp1252_pipe_prints_every_glyph_without_raising() -> None:
