@@ -97,6 +97,7 @@ class _Stmt:
     binds: frozenset[str]
     refs: frozenset[str]
     missing: str | None  # a plain top-level import of a package that is not installed
+    annotating: frozenset[str] = frozenset()  # the refs read only in annotations (jaxtyping's Float, issue 35)
 
 
 class NotANotebook(ValueError):
@@ -215,6 +216,22 @@ def _names(node: ast.stmt) -> tuple[set[str], set[str]]:
     return binds, refs
 
 
+def _annotating(node: ast.stmt) -> frozenset[str]:
+    """The names ``node`` reads only in annotations (of arguments, returns and annotated assignments)."""
+    notes: list[ast.expr] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.arg) and sub.annotation is not None:
+            notes.append(sub.annotation)
+        elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef) and sub.returns is not None:
+            notes.append(sub.returns)
+        elif isinstance(sub, ast.AnnAssign):
+            notes.append(sub.annotation)
+    in_notes = {id(n) for note in notes for n in ast.walk(note)}
+    noted = {n.id for note in notes for n in ast.walk(note) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in in_notes}
+    return frozenset(noted - used)
+
+
 @cache
 def _installed(module: str) -> bool:
     """Whether ``module`` can be imported here, found on the path without importing anything (a name
@@ -293,7 +310,15 @@ def _statements(cells: Sequence[Cell], local: frozenset[str]) -> tuple[list[_Stm
             binds, refs = _names(node)
             text = _segment(lines, node, shared)
             stmts.append(
-                _Stmt(cell.number, node, text, frozenset(binds), frozenset(refs), _missing_package(node, local))
+                _Stmt(
+                    cell.number,
+                    node,
+                    text,
+                    frozenset(binds),
+                    frozenset(refs),
+                    _missing_package(node, local),
+                    _annotating(node),
+                )
             )
     return stmts, future, broken, problems
 
@@ -335,7 +360,8 @@ def _poisoned(stmts: list[_Stmt], kept: set[int]) -> dict[int, str]:
         for i in sorted(kept):
             if i in poison:
                 continue
-            for ref in sorted(stmts[i].refs):
+            # a package the code calls names the loss before one read only in annotations (issue 35)
+            for ref in sorted(stmts[i].refs, key=lambda r: (r in stmts[i].annotating, r)):
                 j = last.get(ref)
                 if j is not None and j != i and j in poison:
                     poison[i] = poison[j]

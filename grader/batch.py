@@ -222,6 +222,8 @@ class Outcome:
 
 def submission_status(result: GradeResult) -> SubmissionStatus:
     """The class overview's word for a graded result (meanings in :data:`SUBMISSION_STATUS_MEANING`)."""
+    if result.diagnosis_error is not None:  # the grader's own error (issue 35): provisional, regraded next run
+        return "grader_error"
     ran = [c for c in result.checks if c.status != "skipped"]
     if any(c.status == "timeout" for c in ran):
         return "timeout"

@@ -132,6 +132,9 @@ def results_json(
 ) -> dict[str, Any]:
     """Gradescope's results.json for ``result`` (a dict; ``json.dumps`` it)."""
     lines = [wording.score_line(result)]
+    failed = wording.diagnosis_error_line(result)
+    if failed:  # the grader's own error is never silent (issue 35)
+        lines.append(failed)
     counted = wording.scoring_line(result)
     if counted:
         lines.append(counted)

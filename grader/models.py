@@ -119,6 +119,21 @@ class Diagnosis(_Strict):
     )
 
 
+class DiagnosisError(_Strict):
+    """The grader's own exception inside the diagnosis (issue 35): never the student's fault, never silent. The
+    passes that finished kept their causes; what the failed ones would have named is missing, so the score
+    counted over the causes found is provisional (README, "When the diagnosis could not finish")."""
+
+    type: str = Field(description="The exception's class, e.g. 'IndexError'.")
+    message: str = Field(description="The exception's message (its first 500 characters).")
+    passes: list[str] = Field(
+        default_factory=list, description="The diagnosis's passes that raised, in order, e.g. 'search', 'point'."
+    )
+    traceback: list[str] = Field(
+        default_factory=list, description="The last frames of the first exception, innermost last (for a bug report)."
+    )
+
+
 class Panel(_Strict):
     """The student's matrix next to the reference's on the same input."""
 
@@ -238,6 +253,12 @@ class GradeResult(_Strict):
     diagnosis: list[Diagnosis] = Field(
         default_factory=list, description="Root causes of the failing checks, most checks explained first."
     )
+    diagnosis_error: DiagnosisError | None = Field(
+        default=None,
+        description="The grader's own exception inside the diagnosis, when it could not finish: the score is then "
+        "provisional (counted over the causes found, never below the per-check sum), and a batch regrades it. "
+        "None when the diagnosis finished.",
+    )
     rubric: str = Field(description="Name of the rubric used.")
     duration_s: float = Field(description="Total wall time in seconds.")
     notes: list[str] = Field(default_factory=list, description="Remarks about reading the submission.")
@@ -248,6 +269,11 @@ class GradeResult(_Strict):
         if self.score_by_checks is None:
             self.score_by_checks = self.score
         return self
+
+    @property
+    def provisional(self) -> bool:
+        """Whether the score may change once the grader's own error is fixed (``diagnosis_error``)."""
+        return self.diagnosis_error is not None
 
     @property
     def percent(self) -> float:

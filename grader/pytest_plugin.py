@@ -154,7 +154,8 @@ class Step4:
             return
         terminalreporter.write_sep("-", "step4 grade")
         sentence = wording.causes_sentence(self.result)
-        for line in (sentence, wording.scoring_line(self.result), wording.score_line(self.result)):
+        failed = wording.diagnosis_error_line(self.result)  # the grader's own error is never silent (issue 35)
+        for line in (sentence, failed, wording.scoring_line(self.result), wording.score_line(self.result)):
             if line:
                 terminalreporter.write_line(line)
 

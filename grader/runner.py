@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.sandbox._pool import Cancelled
-from grader.scoring import tally
+from grader.scoring import provisional, tally
 from grader.submission import Prepared, contract_names, prepare
 from grader.visuals import collect_visuals, reference_scale
 
@@ -141,7 +142,8 @@ def grade(
             again = _stopped_by_length(exam)
             if again and (exam.where.runs_at is not None or exam.where.square):  # run them where the head runs
                 results = _run_at_length(again, exam.where, lambda cid: run(cid, head), results, memo)
-                exam = _examine(results, head, ref, rubric, seed)
+                first, exam = exam, _examine(results, head, ref, rubric, seed)
+                exam = exam if exam.error or not first.error else replace(exam, error=first.error)
             diagnosis = [_as_written(d, sub) for d in exam.causes]
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             protections = list(sandbox.protections)
@@ -159,7 +161,8 @@ def grade(
         max_score=sum(r.max_score for r in results if not r.extra_credit),
         scoring=counted.scoring,
         score_by_checks=counted.score_by_checks,
-        scoring_note=counted.note,
+        scoring_note=provisional(counted.note, exam.error),
+        diagnosis_error=exam.error,
         checks=checks,
         diagnosis=counted.diagnosis,
         protections=protections,
@@ -377,12 +380,10 @@ def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:
 
 
 def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> Examination:
-    """The root causes of the failing checks; a grader bug here costs the hint, never the grade."""
-    try:
-        return examine(results, head, ref, rubric, seed)
-    except Exception:  # pragma: no cover - defensive: diagnosis is advice, not a verdict
-        traceback.print_exc()
-        return Examination([])
+    """The root causes of the failing checks. ``examine`` never raises: the grader's own exception in one of
+    its passes is recorded in ``Examination.error`` (then ``GradeResult.diagnosis_error``, shown on every
+    surface) and the other passes keep their causes (issue 35)."""
+    return examine(results, head, ref, rubric, seed)
 
 
 # Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student

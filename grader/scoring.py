@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from grader.models import FAILING, CheckResult, Diagnosis, Scoring
+from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, Scoring
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,20 @@ def tally(
         f"failing check, each charged once ({_pts(by_mistakes)} points; the per-check sum would be {_pts(by_checks)})."
     )
     return Tally(by_mistakes, "mistakes", by_checks, note, priced)
+
+
+def provisional(note: str | None, error: DiagnosisError | None) -> str | None:
+    """The scoring note of a grade whose diagnosis could not finish (issue 35): the score counts the causes that
+    were found, by mistakes where they explain every failing check and by checks otherwise, and never less than
+    the per-check sum; what the failed passes would have named is missing, so it is provisional."""
+    if error is None:
+        return note
+    said = (
+        f"Provisional: the diagnosis could not finish (the grader's own {error.type}, not a mistake of yours), so "
+        "this score counts only the causes it found, and never less than the per-check sum; it may rise when the "
+        "grader is fixed and the submission is graded again."
+    )
+    return f"{said} {note}" if note else said
 
 
 def _deductions(

@@ -29,7 +29,8 @@ SUBMISSION_STATUS_MEANING: dict[SubmissionStatus, str] = {
     "raised_in_some_checks": "the code raised, returned something unusable or its worker died in some checks; "
     "the others ran to a verdict",
     "invalid": "the submission could not be read (no attention_head.py, bad zip or notebook)",
-    "grader_error": "the grader itself failed; rerun to retry (not fingerprinted)",
+    "grader_error": "the grader itself failed (or its diagnosis could not finish: the score is provisional); rerun "
+    "to retry (not fingerprinted)",
 }
 RAISED: tuple[SubmissionStatus, ...] = ("did_not_import", "raised_every_call", "raised_in_some_checks")
 # Written by graders before the three statuses above: a stored outcome with it is classified again from its

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from grader.diagnosis._examine import Passes
 from grader.rubric import Rubric, load_rubric
 from grader.sandbox import WorkerPool
 
@@ -38,3 +40,22 @@ def write_head(tmp_path: Path):  # type: ignore[no-untyped-def]
         return d
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def diagnosis_never_raises(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail any test during which the grader's own code raised inside the diagnosis (issue 35): ``examine``
+    records such an exception in the result instead of raising, so a test that only compares causes could pass
+    over it. A test that provokes one on purpose says so with ``@pytest.mark.diagnosis_error``."""
+    raised: list[tuple[str, BaseException]] = []
+    record = Passes.record
+
+    def watched(self: Passes, name: str, exc: BaseException) -> None:
+        raised.append((name, exc))
+        record(self, name, exc)
+
+    monkeypatch.setattr(Passes, "record", watched)
+    yield
+    if raised and request.node.get_closest_marker("diagnosis_error") is None:
+        told = "\n".join(f"pass {name}:\n{''.join(traceback.format_exception(exc))}" for name, exc in raised)
+        pytest.fail(f"the diagnosis raised inside the grader ({len(raised)} time(s)):\n{told}", pytrace=False)

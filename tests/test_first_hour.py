@@ -321,7 +321,10 @@ def notebook(kit: Kit, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, s
     nb = nbformat.v4.new_notebook(cells=cells)
     nbformat.write(nb, path)
     specs = kernel_specs(folder / "kernels", kit.python, {"JPY_SESSION_NAME": str(path)})
-    NotebookClient(nb, km=_kernel_manager(specs), timeout=600, resources={"metadata": {"path": str(folder)}}).execute()
+    client = NotebookClient(nb, km=_kernel_manager(specs), timeout=600, resources={"metadata": {"path": str(folder)}})
+    with client.setup_kernel(cleanup_kc=True):  # and shut down after, its channels closed (no unclosed socket)
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert errors == [], errors
     [shown] = [o for o in nb.cells[2].outputs if o.output_type == "display_data"]

@@ -170,6 +170,27 @@ def test_a_py_that_imports_a_missing_package_loses_only_what_needs_it(tmp_path: 
         assert sub.unavailable == {} and sub.source == module.read_text()
 
 
+def test_the_missing_package_named_is_the_one_the_code_calls(tmp_path: Path) -> None:
+    """Issue 35, item 9: jaxtyping's Float read only in annotations, einops called in the body: the head is lost
+    for want of einops (the package to replace), never named after the annotation's."""
+    for missing in ("einops", "jaxtyping"):
+        assert importlib.util.find_spec(missing) is None  # the premise: the grader has neither
+    module = tmp_path / "attention_head.py"
+    module.write_text(
+        "import math\n\nimport einops\nimport torch\nfrom jaxtyping import Float\nfrom torch import Tensor\n\n\n"
+        "def causal_self_attention(\n"
+        "    X: Float[Tensor, 'b t d'], W_Q, W_K, W_V, causal: bool = True\n"
+        ") -> tuple[Float[Tensor, 'b t e'], Float[Tensor, 'b t t']]:\n"
+        "    q, k, v = X @ W_Q, X @ W_K, X @ W_V\n"
+        "    scores: Float[Tensor, 'b t t'] = einops.einsum(q, k, 'b i d, b j d -> b i j') / math.sqrt(q.shape[-1])\n"
+        "    w = scores.softmax(-1)\n"
+        "    return w @ v, w\n"
+    )
+    with prepare(module) as sub:
+        assert sub.unavailable == {"causal_self_attention": "einops"}
+        assert any(n.startswith("`causal_self_attention` uses einops, which the grader") for n in sub.notes)
+
+
 def test_what_needs_a_missing_package_is_dropped_transitively() -> None:
     cells = [
         (1, "import torch\nimport nonexistent_pkg_xyz as npx\nSCALE = npx.scale(2)"),

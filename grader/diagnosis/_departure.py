@@ -119,10 +119,12 @@ class Trace:
     aliases: list[dict[str, Any]] = field(default_factory=list)  # locals bound to an input itself (q = X)
 
 
-def probe(T: int | None = None) -> dict[str, torch.Tensor]:
+def probe(T: int | None = None, square: bool = False) -> dict[str, torch.Tensor]:
+    """The traced probe; ``square``: every head width equal to d (where a head that reshapes to d runs)."""
     g = torch.Generator().manual_seed(PROBE_SEED)
-    shapes = {"X": (PROBE_B, T or PROBE_T, PROBE_D), "W_Q": (PROBE_D, PROBE_DK), "W_K": (PROBE_D, PROBE_DK)}
-    shapes["W_V"] = (PROBE_D, PROBE_DV)
+    d_k, d_v = (PROBE_D, PROBE_D) if square else (PROBE_DK, PROBE_DV)
+    shapes = {"X": (PROBE_B, T or PROBE_T, PROBE_D), "W_Q": (PROBE_D, d_k), "W_K": (PROBE_D, d_k)}
+    shapes["W_V"] = (PROBE_D, d_v)
     return {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in shapes.items()}
 
 
@@ -915,7 +917,12 @@ def where_of(r: Record) -> dict[str, Any]:
 
 
 def follow(
-    head: Head, combo: Combo, fitted: dict[str, float], flags: Sequence[bool] = (True, False), length: int | None = None
+    head: Head,
+    combo: Combo,
+    fitted: dict[str, float],
+    flags: Sequence[bool] = (True, False),
+    length: int | None = None,
+    square: bool = False,
 ) -> list[Departure]:
     """The departures of the head's own computation on the probe, at causal=True and, when that shows none
     or the causal flag is in question, at causal=False too (a head that ignores the flag departs only there)."""
@@ -925,7 +932,7 @@ def follow(
             break  # only when nothing departs at ordinary scores: a finite mask constant shows at huge ones
         if not causal and found and "causal_flag_ignored" not in combo:
             break
-        tensors = probe(length)
+        tensors = probe(length, square)
         tensors = {**tensors, "X": tensors["X"] * scale}
         trace = traced(head, tensors, causal)
         if trace is None:

@@ -9,10 +9,11 @@ and points every cause at its line (``_pointing``).
 from __future__ import annotations
 
 import re
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import torch
 
@@ -61,7 +62,7 @@ from grader.diagnosis._where import (
 from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
 from grader.inputs import Shape, make_case
 from grader.library import KnownHead, load_reference
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
+from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, GradeResult
 
 if TYPE_CHECKING:
     from grader.oracle import Oracle
@@ -76,6 +77,7 @@ class Examination:
     causes: list[Diagnosis]
     where: Where = Where()
     stopped: tuple[str, ...] = ()
+    error: DiagnosisError | None = None  # the grader's own exception in a pass (issue 35): the causes may be partial
 
 
 def diagnose(
@@ -89,56 +91,118 @@ def diagnose(
 def examine(
     checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
 ) -> Examination:
-    """:func:`diagnose`, and where the head runs."""
-    checks = list(checks)
+    """:func:`diagnose`, and where the head runs. Never raises for the grader's own error (issue 35): each pass
+    runs on its own, one that raises leaves its part out and the others keep theirs, and the exception is
+    recorded in ``Examination.error``."""
+    passes = Passes()
+    try:
+        return _examine(list(checks), head, ref, rubric, seed, passes)
+    except Exception as exc:  # outside every pass (the glue between them): nothing found is kept
+        passes.record("examine", exc)
+        return Examination([], error=passes.error())
+
+
+def _examine(
+    checks: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None, seed: int | None, passes: Passes
+) -> Examination:
+    run = passes.run
     failing = [c for c in checks if c.status in FAILING]
     if not failing:
         return Examination([])
     failed = {c.id for c in failing}
     passed = {c.id for c in checks if c.status == "passed"}
-    seen = {fn: student_side(head, fn, make()) for fn, make in PROBES.items()}
-    causes = _crashes(failing, seen)
-    size, where = by_size(head, failing)
+    seen = {fn: run("probe", None, student_side, head, fn, make()) for fn, make in PROBES.items()}
+    causes = run("crashes", [], _crashes, failing, seen)
+    size, where = run("by_size", (None, Where()), by_size, head, failing)
     causes = absorbed(causes, size) if size else causes
-    flag, where = by_flag(head, [c for c in failing if not size or c.id not in size.explains], where)
+    flag, where = run(
+        "by_flag", (None, where), by_flag, head, [c for c in failing if not size or c.id not in size.explains], where
+    )
     causes = absorbed(causes, flag) if flag else causes
-    width, where = by_width(head, _left(failing, [c for c in (size, flag) if c]), where)  # issue 30
+    width, where = run(
+        "by_width", (None, where), by_width, head, _left(failing, [c for c in (size, flag) if c]), where
+    )  # issue 30
     causes = absorbed(causes, width) if width else causes
     # the head's other mistakes, sought where it runs (at the length it takes, in the branch that works)
-    probes = attention_probes(where.length, where.flags) if where.moved else PROBES[ATTENTION]()
-    runs = student_side(head, ATTENTION, probes) if where.moved else seen[ATTENTION]
-    contract, slips = _contract(head, probes, runs, failed, where)
+    probes = attention_probes(where.length, where.flags, where.square) if where.moved else PROBES[ATTENTION]()
+    runs = run("probe", None, student_side, head, ATTENTION, probes) if where.moved else seen[ATTENTION]
+    contract, slips = run("contract", ([], {"r0": [], "r1": []}), _contract, head, probes, runs, failed, where)
     causes += contract
-    found = _changes(head, probes, runs, passed, failed)
+    found = run("search", None, _changes, head, probes, runs, passed, failed)
     makers: list[str] = []  # the named causes that make the head's non-finite outputs (issue 30)
     if found is not None:
         combo, fitted = found
-        mutations = [mutation_cause(m, fitted, failed) for m in combo]
+        mutations = run("naming", [], lambda: [mutation_cause(m, fitted, failed) for m in combo])
         if where.moved:
             seen_there = f"Seen where your head runs ({where.said()}): it raises on the other inputs."
             mutations = [d.model_copy(update={"detail": seen_there}) for d in mutations]
         if rubric is not None and seed is not None:
-            mutations = _replayed(mutations, combo, fitted, failing, ref, rubric, seed)
+            mutations = run("replay", mutations, _replayed, list(mutations), combo, fitted, failing, ref, rubric, seed)
         causes += mutations
-        makers = [d.id for m, d in zip(combo, mutations, strict=True) if _makes_non_finite(m, fitted)]
-    bugs = bugs_of(ref)
+        makers = run(
+            "non_finite",
+            [],
+            lambda: [d.id for m, d in zip(combo, mutations, strict=True) if _makes_non_finite(m, fitted)],
+        )
+    bugs = run("known", None, bugs_of, ref)
     for fn in PROBES:
-        if fn == ATTENTION and found is not None and found[0]:
+        if bugs is None or (fn == ATTENTION and found is not None and found[0]):
             continue
-        known = [known_cause(bug, failed) for bug in _known(seen[fn], fn, bugs)]
+        known = [known_cause(bug, failed) for bug in run("known", [], _known, seen[fn], fn, bugs)]
         makers += [d.id for d in known if fn == ATTENTION and _non_finite_runs(runs)]  # it matched them, NaN too
         causes += known
-    dtype, bad = by_dtype(head, _left(failing, causes) + _crashed_too(failing, causes), where)
+    dtype, bad = run(
+        "by_dtype", (None, ""), by_dtype, head, _left(failing, causes) + _crashed_too(failing, causes), where
+    )
     causes += [dtype] if dtype else []
-    causes += _missing(failing) + _uninstalled(failing)
-    causes += _breaches(_left(failing, causes), passed)
-    causes = _by_maker(causes, _left(failing, causes), makers)
-    causes += _non_finite(_left(failing, causes))
-    causes += _own(_left(failing, causes))
+    causes += run("missing", [], _missing, failing) + run("uninstalled", [], _uninstalled, failing)
+    causes += run("breaches", [], _breaches, _left(failing, causes), passed)
+    causes = run("by_maker", causes, _by_maker, causes, _left(failing, causes), makers)
+    causes += run("non_finite", [], _non_finite, _left(failing, causes))
+    causes += run("own", [], _own, _left(failing, causes))
     stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
     combo, fitted = found if found is not None else ((), {})
-    causes = point(head, _one_choice(causes, slips, bad), failing, combo, fitted, where.flags, where.length)
-    return Examination(_explained(causes, failing), where, stopped)
+    causes = run("one_choice", causes, _one_choice, causes, slips, bad)
+    causes = run("point", causes, point, head, causes, failing, combo, fitted, where.flags, where.length, where.square)
+    return Examination(_explained(causes, failing), where, stopped, passes.error())
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Passes:
+    """The passes of one examination, each run on its own: the grader's own exception in one is recorded, and
+    that pass answers ``default`` (what it answers when it finds nothing), so that the others keep their causes
+    (issue 35: a grader bug costs the advice it would have given, never silently the grade)."""
+
+    raised: list[tuple[str, BaseException]] = field(default_factory=list)
+
+    def run(self, name: str, default: object, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)``, or ``default`` (of ``fn``'s type: what the pass answers when it finds nothing) when it
+        raised, the exception recorded."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self.record(name, exc)
+            return cast(T, default)
+
+    def record(self, name: str, exc: BaseException) -> None:
+        """One pass's exception (the single place every one of them goes through: tests/conftest.py watches it)."""
+        self.raised.append((name, exc))
+
+    def error(self) -> DiagnosisError | None:
+        """The result model's account of what raised: the first exception, and every pass that raised."""
+        if not self.raised:
+            return None
+        exc = self.raised[0][1]
+        frames = [ln.rstrip() for ln in traceback.format_exception(exc)[-6:]]
+        return DiagnosisError(
+            type=type(exc).__name__,
+            message=str(exc)[:500],
+            passes=list(dict.fromkeys(name for name, _ in self.raised)),
+            traceback=frames,
+        )
 
 
 def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
@@ -288,19 +352,51 @@ IN_FLOAT32 = "computed_in_float32"
 
 def _one_choice(causes: list[Diagnosis], slips: Slips, bad: str) -> list[Diagnosis]:
     """One decision that shows in several ways, named once (issue 24, family 5): computing outside torch (no
-    autograd graph beside NumPy's float64 results for float32 inputs or a dtype it cannot take), or computing
-    in float32 (a float32 softmax beside float32 results for float64 inputs). ``bad``: the dtypes the head
-    raised for."""
+    autograd graph beside NumPy's float64 results for float32 inputs or a dtype it cannot take), a scale held in
+    a float32 tensor (its rounding in float64 beside the float16 it cannot take, issue 35), or computing in
+    float32 (a float32 softmax beside float32 results for float64 inputs). ``bad``: the dtypes the head raised
+    for."""
     ids = {c.id for c in causes}
     returned = {k: [r for r, _ in s] for k, s in slips.items()}
     if "no_autograd_graph" in ids and (torch.float64 in returned["r0"] + returned["r1"] or DTYPE_CRASH in ids):
         parts = ["no_autograd_graph", "output_dtype", "weights_dtype", DTYPE_CRASH]
         said = ["no autograd graph"] + _dtype_slips(slips) + ([f"no {bad} inputs"] if DTYPE_CRASH in ids else [])
         return _merged(causes, OUTSIDE_TORCH, parts, said)
+    causes = _width_of_values(causes)
+    crash = next((c for c in causes if c.id == DTYPE_CRASH), None)
+    if "scale_in_float32" in ids and crash is not None and _float32_met(crash, bad):
+        said = ["float32 rounding in float64 results", f"no {bad} inputs ({first_line(crash.detail or '')})"]
+        return _merged(causes, SCALE_TENSOR, ["scale_in_float32", DTYPE_CRASH], said)
     if "softmax_in_float32" in ids and torch.float32 in returned["r0"] + returned["r1"]:
         said = ["float32 accuracy in float64 results", *_dtype_slips(slips)]
         return _merged(causes, IN_FLOAT32, ["softmax_in_float32", "output_dtype", "weights_dtype"], said)
     return causes
+
+
+BREACHES = ("one_value_breach", "breach:causal_self_attention")
+
+
+def _width_of_values(causes: list[Diagnosis]) -> list[Diagnosis]:
+    """Values never projected and the breach of out's width they make, one cause (issue 35, item 11): the checks
+    that stopped on out's shape are the projection's, charged once at its price."""
+    values = next((c for c in causes if c.id == "no_value_projection"), None)
+    breach = next((c for c in causes if c.id in BREACHES and "out has shape" in c.title), None)
+    if values is None or breach is None:
+        return causes
+    explains = sorted({*values.explains, *breach.explains})
+    return [c.model_copy(update={"explains": explains}) if c is values else c for c in causes if c is not breach]
+
+
+SCALE_TENSOR = "scale_tensor_in_float32"
+_FLOAT32 = re.compile(r"\b[Ff]loat\b")  # torch's name of float32 in a dtype mismatch ("found Float", "float != ")
+
+
+def _float32_met(crash: Diagnosis, bad: str) -> bool:
+    """Whether a crash for narrower dtypes only (float16, bfloat16) is float32 meeting them: what a scale held in
+    a float32 tensor with an axis does there (it takes part in type promotion, and the float32 scores meet the
+    float16 values), beside the float32 rounding it leaves in a float64 head (issue 35, item 11)."""
+    narrow = bool(bad) and all(d.strip() in ("float16", "bfloat16") for d in bad.split(" and "))
+    return narrow and bool(_FLOAT32.search(crash.detail or ""))
 
 
 def _dtype_slips(slips: Slips) -> list[str]:

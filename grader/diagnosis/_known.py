@@ -59,11 +59,15 @@ class Seen:
 # ---- probes --------------------------------------------------------------------------------------
 
 
-def attention_probes(length: int | None = None, flags: tuple[bool, ...] = (True, False)) -> list[Probe]:
+def attention_probes(
+    length: int | None = None, flags: tuple[bool, ...] = (True, False), square: bool = False
+) -> list[Probe]:
     """The head's probes; ``length``: every sequence that long instead (where a head with a buffer of fixed
-    length runs), ``flags``: only the calls with these values of causal (where one branch raises)."""
+    length runs), ``flags``: only the calls with these values of causal (where one branch raises), ``square``:
+    every head width equal to d (where a head that reshapes to the model width runs, issue 35)."""
     g = torch.Generator().manual_seed(PROBE_SEED)
     T, T_other = (length, length) if length else (5, 4)
+    widths = {"d_k": 4, "d_v": 4} if square else {}
 
     def inputs(scale: float, B: int = 2, T: int = 5, d: int = 4, d_k: int = 3, d_v: int = 2) -> dict[str, torch.Tensor]:
         # d, d_k and d_v distinct; B = 2 couples nothing in a right head
@@ -74,10 +78,11 @@ def attention_probes(length: int | None = None, flags: tuple[bool, ...] = (True,
         }
         return {"X": X, **W}
 
-    base, large = inputs(1.0, T=T), inputs(300.0, T=T)  # large: scores of order 1e5, far past exp's range
-    other = inputs(1.0, B=1, T=T_other, d=6, d_k=2, d_v=3)  # other widths: a constant is not a formula
+    base, large = inputs(1.0, T=T, **widths), inputs(300.0, T=T, **widths)  # large: scores of order 1e5
+    # other widths: a constant is not a formula
+    other = inputs(1.0, B=1, T=T_other, d=6, d_k=6, d_v=6) if square else inputs(1.0, B=1, T=T_other, d=6, d_k=2, d_v=3)
     other["X"][0, 1] = 0.0  # a zero token: its scores are exactly 0, which a mask read off the values mistakes
-    upstream = {"u_out": torch.randn(2, T, 2, generator=g, dtype=torch.float64),
+    upstream = {"u_out": torch.randn(2, T, widths.get("d_v", 2), generator=g, dtype=torch.float64),
                 "u_w": torch.randn(2, T, T, generator=g, dtype=torch.float64)}  # fmt: skip
     args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
     grad = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {"0": "u_out", "1": "u_w"}}

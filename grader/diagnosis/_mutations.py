@@ -219,6 +219,8 @@ def _float32_scaled(raw: torch.Tensor, scale: float, fit: Fit) -> torch.Tensor |
     both). Where rounding changes nothing (sqrt(T) at T = 4) it is the plain scale: the other probes tell (issue
     30: a float32 sqrt(T) divisor was otherwise named a float32 softmax); where it changes nothing on any probe,
     the plain model, one change smaller, is found first."""
+    if scale == 0 or not math.isfinite(scale):  # a fitted scale of 0 (every score alike): nothing to round
+        return raw * scale  # (issue 35: 1 / 0 raised inside the search)
     divisor = float(torch.tensor(1 / scale, dtype=torch.float32))
     factor = float(torch.tensor(scale, dtype=torch.float32))
     if divisor == 1 / scale and factor == scale:

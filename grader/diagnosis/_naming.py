@@ -64,6 +64,8 @@ def n_checks(n: int) -> str:
 def _fitted(mid: str, value: float) -> dict[str, str]:
     """The fields of a fitted constant's title and hint: the value as a student wrote it, and what it does."""
     if mid == "scale_constant":
+        if value == 0:  # every score alike (the "zero" variant's words): no width
+            return {"value": "0", "as_width": ""}
         width = 1 / value**2
         as_width = f" = 1/sqrt({round(width)})" if math.isclose(width, round(width), rel_tol=1e-6) else ""
         return {"value": f"{value:.6g}", "as_width": as_width}
@@ -94,7 +96,8 @@ def mutation_cause(mid: str, fitted: dict[str, float], failed: set[str]) -> Diag
         cid = LEAKY[mid]
     fields = _fitted(mid, fitted[FITTED[mid]]) if mid in FITTED and FITTED[mid] in fitted else {}
     inf = mid == "mask_excludes_diagonal" and fitted.get("hide_fill") == -math.inf
-    title, hint, cites = cause(cid).words("inf" if inf else None, **fields)
+    zero = mid == "scale_constant" and fitted.get("scale") == 0
+    title, hint, cites = cause(cid).words("inf" if inf else "zero" if zero else None, **fields)
     explains = [c for c in violates(cid) if c in failed]
     return Diagnosis(id=cid, title=title, hint=hint, cites=cites, kind="mutation", explains=sorted(explains))
 

@@ -41,15 +41,17 @@ def point(
     fitted: dict[str, float],
     flags: tuple[bool, ...] = (True, False),
     length: int | None = None,
+    square: bool = False,
 ) -> list[Diagnosis]:
-    """``causes`` each with its line, and a cause for a departure no named cause describes."""
-    once = cache(lambda: traced(head, probe(length), True))  # one traced call on the probe serves all three
+    """``causes`` each with its line, and a cause for a departure no named cause describes (traced where the head
+    runs: at ``length``, with ``flags``, with d_k = d_v = d when ``square``)."""
+    once = cache(lambda: traced(head, probe(length, square), True))  # one traced call on the probe serves all three
     out = _forbidden_lines(once, _left_torch(once, _crash_lines(head, causes, length)), failing)
     out = _return_lines(once, out)
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
         return out
-    found = follow(head, combo, fitted, flags, length)
+    found = follow(head, combo, fitted, flags, length, square)
     left = list(found)
     for k, c in enumerate(out):
         if c.kind != "mutation":
@@ -111,7 +113,7 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
 
 # contract causes that are one decision about the values: a departure shows it (outputs with no finite number: the
 # first value that lost them, e.g. the 0 * -inf of an additive mask)
-TRACED = ("computed_in_float32", "non_finite_outputs")
+TRACED = ("computed_in_float32", "non_finite_outputs", "scale_tensor_in_float32")
 LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
 
 

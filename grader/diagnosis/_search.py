@@ -118,7 +118,7 @@ def _search(
             if fit is not None:
                 found.append((combo, fit.values))
         exact = [(c, v) for c, v in found if "softmax_in_float32" not in c]
-        found = exact or found  # a match at float64 accuracy beats one within float32's tolerance
+        found = _one_function(exact or found)  # a match at float64 accuracy beats one within float32's tolerance
         if len(found) == 1:
             return found[0]
         if found:  # ties: keep only what every match agrees on (never a guess between them)
@@ -126,6 +126,25 @@ def _search(
             combo = tuple(m for m in found[0][0] if m in common)
             return (combo, found[0][1]) if combo else None
     return None
+
+
+# With every score alike before the mask (a fitted scale of 0), adding a constant to the future scores and writing
+# it there are one function on every input, not two readings of the probes: the additive form names it.
+TWINS = {"weak_mask_fill": "weak_mask_constant"}
+
+
+def _one_function(found: list[tuple[Combo, dict[str, float]]]) -> list[tuple[Combo, dict[str, float]]]:
+    """``found`` without a match whose twin (:data:`TWINS`), with the same constants, matched too and is the
+    same function (issue 35: a padding mask that fills every score, then +1 on the future scores, lost its
+    mask to the tie between the two forms)."""
+    combos = {(c, tuple(sorted(v.items()))) for c, v in found}
+    return [
+        (c, v)
+        for c, v in found
+        if v.get("scale") != 0
+        or (twin := tuple(TWINS.get(m, m) for m in c)) == c
+        or (twin, tuple(sorted(v.items()))) not in combos
+    ]
 
 
 def reference_matches(probes: Sequence[Probe], theirs: Sequence[Seen]) -> bool:

@@ -66,12 +66,14 @@ class Where:
 
     @property
     def moved(self) -> bool:
-        return self.length is not None or self.flags != (True, False)
+        return self.length is not None or self.flags != (True, False) or self.square
 
     def said(self) -> str:
-        """'at T = 128', 'with causal=False': where a cause found here was seen."""
-        parts = ([f"at T = {self.length}"] if self.length else []) + (
-            [f"with causal={self.flags[0]}"] if len(self.flags) == 1 else []
+        """'at T = 128', 'with causal=False', 'with d_k = d_v = d': where a cause found here was seen."""
+        parts = (
+            ([f"at T = {self.length}"] if self.length else [])
+            + ([f"with causal={self.flags[0]}"] if len(self.flags) == 1 else [])
+            + (["with d_k = d_v = d"] if self.square else [])
         )
         return " and ".join(parts)
 
@@ -116,6 +118,8 @@ def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, W
     if split is None:
         return None, Where()
     raised, worked, name, explains = split
+    if len(worked) == 1 and (swapped := _follows_key_width(head, worked[0], crashed, failing)) is not None:
+        return swapped, Where()
     where = _lengths(sorted(raised), worked)
     first = min(raised)
     entry = cause(SIZE_CRASH)
@@ -141,6 +145,41 @@ def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, W
         return found, Where(runs_at=max(T for T in worked if T <= max(16, min(worked))))
     length = min(worked, key=lambda T: (abs(T - 5), T))
     return found, Where(length=length, runs_at=length)
+
+
+# The comparisons with the reference's values: where a head that runs only at T = d_k runs, its (d_k, d_k) array
+# stands where the (T, T) one belongs (or broadcasts into it, at d_k = 1), so its values are the same mistake's.
+COMPARED = ("reference_match", "fused_kernel")
+
+
+def _follows_key_width(head: Head, T: int, crashed: dict[str, str], failing: list[CheckResult]) -> Diagnosis | None:
+    """The crash of a head that runs at the one length ``T`` because ``T`` equals its probe's key width (a transpose
+    of the wrong axes makes a (d_k, d_k) array where a (T, T) one belongs): it raises at ``T`` with another d_k and
+    runs at T = d_k there, so the crash follows d_k, not T (issue 35, item 7: it was named a fixed-length buffer).
+    None when that does not hold."""
+    d, d_k, d_v = 4, T + 2, 2
+    calls = {}
+    for length in (T, d_k):
+        g = torch.Generator().manual_seed(PROBE_SEED)
+        shapes = {"X": (1, length, d), "W_Q": (d, d_k), "W_K": (d, d_k), "W_V": (d, d_v)}
+        calls[length] = ({n: torch.randn(*s, generator=g, dtype=torch.float64) for n, s in shapes.items()}, True)
+    split = _split(head, calls, crashed)
+    if split is None or list(split[1]) != [d_k]:
+        return None
+    raised, _, name, stopped = split
+    explains = sorted({*stopped, *(c.id for c in failing if c.id in COMPARED)})
+    title, hint, cites = cause(WIDTH_CRASH).words(
+        "key_width",
+        function=ATTENTION,
+        exception=name,
+        good=f"T = d_k = {d_k}",
+        bad=f"T = {T}, d_k = {d_k}",
+        checks=n_checks(len(stopped)),
+        error=first_line(raised[T]),
+    )
+    return Diagnosis(
+        id=WIDTH_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[T]
+    )
 
 
 def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, Where]:

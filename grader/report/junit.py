@@ -6,6 +6,8 @@
         <testcase classname="step4.CHECK_ID" name="CHECK_ID: TITLE" time="0.123">
           <failure message="first line" type="failed">the whole message</failure>
         </testcase>
+        [<testcase classname="step4.grader" name="diagnosis"><error type="EXCEPTION">the grader's own
+          exception inside the diagnosis (issue 35): the score is provisional</error></testcase>]
         <system-out>what the submission printed</system-out>
 
 Mapping of the closed status set: failed and timeout are ``<failure>`` (the code did not meet the
@@ -32,12 +34,12 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
-def _counts(checks: list[CheckResult]) -> dict[str, str]:
+def _counts(checks: list[CheckResult], grader_errors: int = 0) -> dict[str, str]:
     failures = sum(c.status in ("failed", "timeout") for c in checks)
-    errors = sum(c.status == "error" for c in checks)
+    errors = sum(c.status == "error" for c in checks) + grader_errors
     skipped = sum(c.status == "skipped" for c in checks)
     return {
-        "tests": str(len(checks)),
+        "tests": str(len(checks) + grader_errors),
         "failures": str(failures),
         "errors": str(errors),
         "skipped": str(skipped),
@@ -72,9 +74,20 @@ def _testcase(parent: ET.Element, check: CheckResult, result: GradeResult) -> No
     node.text = xml_text(f"{check.message}{at}\n({points}; {check.cites})")
 
 
+def _diagnosis_error(suite: ET.Element, result: GradeResult) -> None:
+    """The grader's own exception inside the diagnosis (issue 35) as one errored test case, so that a CI run
+    that reads the report goes red on it too."""
+    failed = wording.diagnosis_error_line(result)
+    if result.diagnosis_error is None or failed is None:
+        return
+    case = ET.SubElement(suite, "testcase", name="diagnosis", classname="step4.grader", time="0.000")
+    node = ET.SubElement(case, "error", message=xml_text(failed), type=result.diagnosis_error.type)
+    node.text = xml_text("\n".join(result.diagnosis_error.traceback))
+
+
 def render_junit(result: GradeResult) -> str:
     """The JUnit XML document for ``result`` (UTF-8 text with an XML declaration)."""
-    counts = _counts(result.checks)
+    counts = _counts(result.checks, grader_errors=int(result.diagnosis_error is not None))
     total_time = f"{result.duration_s:.3f}"
     root = ET.Element("testsuites", {"name": "step4-grader", **counts, "time": total_time})
     suite = ET.SubElement(root, "testsuite", {"name": xml_text(result.rubric), **counts, "time": total_time})
@@ -92,6 +105,7 @@ def render_junit(result: GradeResult) -> str:
         ET.SubElement(props, "property", name=name, value=xml_text(value))
     for check in result.checks:
         _testcase(suite, check, result)
+    _diagnosis_error(suite, result)
     if result.output.text:
         out = ET.SubElement(suite, "system-out")
         dropped = f"\n[... {result.output.bytes_dropped} more bytes dropped]" if result.output.truncated else ""

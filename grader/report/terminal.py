@@ -176,6 +176,9 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
                 _indented(console, Text(wording.pointer(result, check) or "", "yellow"), table=table)
         for note in check.notes:
             _indented(console, Text(f"Note: {note}", "dim"), table=table)
+    failed = wording.diagnosis_error_line(result)
+    if failed:  # the grader's own error is never silent (issue 35)
+        _line(console, Text(failed, "bold red"), table=table)
     counted = wording.scoring_line(result)
     if counted:  # just above the score line, which stays last (tools and --watch read it)
         _line(console, Text(counted, "bold" if result.scoring == "mistakes" else "dim"), table=table)

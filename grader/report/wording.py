@@ -132,6 +132,21 @@ def scoring_line(result: GradeResult) -> str | None:
     return None
 
 
+def diagnosis_error_line(result: GradeResult) -> str | None:
+    """'The diagnosis could not finish: ...' when the grader's own code raised while naming the causes (issue
+    35); None when it finished. Every view prints it, so that the grader's error is never silent."""
+    error = result.diagnosis_error
+    if error is None:
+        return None
+    where = f" in its {', '.join(error.passes)} pass{'es' if len(error.passes) > 1 else ''}" if error.passes else ""
+    message = error.message.strip().split("\n", 1)[0] or "(no message)"
+    return (
+        f"The diagnosis could not finish: the grader's own {error.type}{where} ({message}). This is not a mistake of "
+        "yours: the causes listed may be incomplete and the score is provisional; please report it to your "
+        "instructor."
+    )
+
+
 def deduction(d: Diagnosis) -> str | None:
     """'−8 points': what a cause cost when the grade counts mistakes; None when it counts checks."""
     if d.deduction is None:

@@ -1,0 +1,54 @@
+"""Projections reshaped with .view(B, T, d), as if d_k = d_v = d (raises whenever a head width differs from d), and
+the causal mask's masked_fill result thrown away (it is not in place)."""
+
+import math
+
+import torch
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    B, T, d = X.shape
+    Q = (X @ W_Q).view(B, T, d)
+    K = (X @ W_K).view(B, T, d)
+    V = (X @ W_V).view(B, T, d)
+    scores = Q @ K.transpose(1, 2) / math.sqrt(W_Q.shape[1])  # (B, T, T)
+    if causal:
+        future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)
+        scores.masked_fill(future, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ V, weights
+
+
+def gaussian_positional_weights(T, bandwidth):
+    pos = torch.arange(T, dtype=torch.float64)  # (T,)
+    lag = pos[:, None] - pos[None, :]  # (T, T), i - j
+    logit = torch.where(lag == 0, 0.0, -0.5 * (lag / bandwidth) ** 2)  # (T, T)
+    logit = logit.masked_fill(lag < 0, float("-inf"))  # (T, T)
+    return torch.softmax(logit, dim=-1)
+
+
+def gaussian_positional_qk(T, bandwidth):
+    pos = torch.arange(T, dtype=torch.float64)  # (T,)
+    Q = 2.0**0.5 * torch.stack([pos, torch.ones_like(pos)], dim=-1) / bandwidth  # (T, 2)
+    K = torch.stack([pos, -0.5 * pos**2], dim=-1) / bandwidth  # (T, 2)
+    return Q, K
+
+
+def score_scale_statistics(d_k, T=64, n_samples=200, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    Q = torch.randn(n_samples, T, d_k, generator=gen, dtype=torch.float64)
+    K = torch.randn(n_samples, T, d_k, generator=gen, dtype=torch.float64)
+    raw = Q @ K.transpose(-2, -1)  # (n, T, T)
+    scaled = raw / d_k**0.5
+    allowed = torch.ones(T, T, dtype=torch.bool).tril()
+
+    def max_weight(S):
+        A = torch.softmax(S.masked_fill(~allowed, float("-inf")), dim=-1)
+        return torch.quantile(A.amax(dim=-1).flatten(), 0.5).item()
+
+    return {
+        "raw_std": raw[:, allowed].std().item(),
+        "scaled_std": scaled[:, allowed].std().item(),
+        "raw_max_weight": max_weight(raw),
+        "scaled_max_weight": max_weight(scaled),
+    }
