@@ -600,6 +600,30 @@ class Head:
         reply = self._request(op, {"fn": fn, "args": args, "seed": seed, **options}, tensors, fn=name)
         return reply.header, reply.tensors
 
+    def intervene(
+        self,
+        name: str,
+        args: list[Any],
+        tensors: dict[str, torch.Tensor],
+        patches: Sequence[dict[str, Any]],
+        *,
+        seed: int,
+        causal: bool,
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """``name`` traced as the ``trace`` op does, with some of its values replaced (issue 35): each patch
+        names a site (``file``, ``line``, ``nth`` value recorded there, ``var`` for a NumPy local) and gives
+        ``value``, a tensor that replaces it, or None for the op's input (pass-through). Not validated."""
+        sent = dict(tensors)
+        specs = []
+        for k, p in enumerate(patches):
+            spec: dict[str, Any] = {key: p[key] for key in ("file", "line", "nth", "var") if key in p}
+            if p.get("value") is not None:
+                sent[f"patch:{k}"] = p["value"]
+                spec["value"] = f"patch:{k}"
+            specs.append(spec)
+        options = {"kwargs": {"causal": {"v": causal}}, "patches": specs}
+        return self.probe(name, args, sent, seed=seed, op="intervene", **options)
+
 
 class NotAttempted(MissingFunction):
     """An optional function that is still the template stub: it raises NotImplementedError."""

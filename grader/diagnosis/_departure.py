@@ -117,6 +117,7 @@ class Trace:
     raised: dict[str, Any] | None = None  # the exception the call raised: its type, file, line and code
     left: dict[str, Any] = field(default_factory=dict)  # "numpy", "detach": the first line leaving torch, its graph
     aliases: list[dict[str, Any]] = field(default_factory=list)  # locals bound to an input itself (q = X)
+    returns: list[torch.Tensor | None] = field(default_factory=list)  # the call's returned values, in order
 
 
 def probe(T: int | None = None, square: bool = False) -> dict[str, torch.Tensor]:
@@ -135,16 +136,21 @@ def traced(
     function: str = ATTENTION,
     args: list[Any] | None = None,
     kwargs: dict[str, Any] | None = None,
+    patches: Sequence[dict[str, Any]] | None = None,
 ) -> Trace | None:
     """The head's own computation on ``tensors``, op by op (None when it could not be called: it hung, is not
     defined, or the module did not import; a raise is in :attr:`Trace.raised`). ``function``, ``args`` and
-    ``kwargs``: another contract function's call (a crash of that function at its own line). What the worker
-    says is read defensively: student code ran beside it, so a malformed entry is left out."""
+    ``kwargs``: another contract function's call (a crash of that function at its own line). ``patches`` (the
+    worker's ``intervene`` op, ``_intervene``): values of the head's replaced on the way. What the worker says is
+    read defensively: student code ran beside it, so a malformed entry is left out."""
     kwargs = {"causal": {"v": causal}} if kwargs is None else kwargs
     try:
-        header, values = head.probe(
-            function, ARGS if args is None else args, tensors, seed=PROBE_SEED, op="trace", kwargs=kwargs
-        )
+        if patches is None:
+            header, values = head.probe(
+                function, ARGS if args is None else args, tensors, seed=PROBE_SEED, op="trace", kwargs=kwargs
+            )
+        else:
+            header, values = head.intervene(ATTENTION, ARGS, tensors, patches, seed=PROBE_SEED, causal=causal)
     except StudentFailure:
         return None
     if header.get("status") not in (None, "ok") or not isinstance(header.get("records"), list):
@@ -182,7 +188,11 @@ def traced(
     left = {str(k): at for k, v in left_raw.items() if (at := _site(v))} if isinstance(left_raw, dict) else {}
     aliases_raw = header.get("aliases")
     aliases = [at for a in aliases_raw if (at := _site(a))] if isinstance(aliases_raw, list) else []
-    return Trace(records, returned, context, raised, left, aliases)
+    result = header.get("result")
+    items = result.get("items", []) if isinstance(result, dict) else []
+    returns = [values.get(str(i.get("name", ""))) if isinstance(i, dict) else None for i in items or []]
+    returns = [t if isinstance(t, torch.Tensor) else None for t in returns] if isinstance(items, list) else []
+    return Trace(records, returned, context, raised, left, aliases, returns)
 
 
 def _bounds(raw: Any) -> tuple[Bound, ...]:

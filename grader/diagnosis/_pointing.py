@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 
 import torch
 
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, Trace, follow, probe, traced
+from grader.diagnosis._intervene import INTERVENE, intervene
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED
@@ -79,6 +81,46 @@ def point(
             id=f"departure:{stage}", title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained
         )
         out.append(_with(made, dep))
+    if INTERVENE and valued:  # issue 35: every mistake, found by intervention
+        out = _intervened(head, out, valued, flags)
+    return out
+
+
+def _intervened(
+    head: Head, causes: list[Diagnosis], valued: list[CheckResult], flags: tuple[bool, ...]
+) -> list[Diagnosis]:
+    """``causes`` and a departure cause for each intervention at a line no cause points at, when the head with
+    all the interventions returns the lecture's (out, weights) at every flag (the walk is complete: the
+    changes together are proven on the probe); the checks no cause explains go to the first one."""
+    walk = intervene(head, None, flags)  # on the small probe: a head that runs at one length only crashes there, and
+    # the walk goes past the crash (its own cause names it) to the mistakes behind it
+    if not walk.complete:
+        return causes
+    at = {(c.where.file, c.where.line) for c in causes if c.where is not None}
+    seen = {(c.departure.stage, c.departure.causal, c.departure.description) for c in causes if c.departure}
+    explained = {x for c in causes for x in c.explains}
+    unexplained = [c.id for c in valued if c.id not in explained]
+    out = list(causes)
+    for i in walk.interventions:
+        if i.record.op == "raise":
+            continue  # a crash: the failing checks' own cause names it
+        same = any(ca == i.causal and words.startswith(i.description) for _, ca, words in seen)
+        if (i.at.file, i.at.line) in at or same:
+            continue  # a cause points there already, or says the same of the same stage (at its operand's line)
+        cid = f"departure:{i.stage}"
+        cid = cid if not any(c.id == cid for c in out) else f"{cid}:{i.at.line}"  # one id per cause
+        title, hint, cites = cause(cid).words(
+            stage=TITLES.get(i.stage, i.stage),
+            stage_name=NAMES.get(i.stage, i.stage),
+            description=i.description,
+            line=i.at.line,
+            file=i.at.file,
+        )
+        made = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained)
+        unexplained = []
+        shown = replace(i.at, value=i.value)
+        out.append(_with(made, Departure(shown, i.stage, i.description, i.expected, (), i.causal, dict(i.context))))
+        at.add((i.at.file, i.at.line))
     return out
 
 

@@ -1,0 +1,574 @@
+"""Every mistake, each at its line: find departures by intervention (issue 35).
+
+The walk of ``_departure`` stops at the first value nothing in the catalog explains. Here the head is run again
+(the worker's ``intervene`` op) with that value replaced by the lecture's stage it should have been, or by the
+op's own input (pass-through: dropout, a cast, a clamp), and the next departure is looked for; this repeats
+until the head returns the lecture's (out, weights) or nothing helps. Each replacement is one mistake, at its
+line. The candidates for one departure are each stage at or above the rank its own ancestors reached, in the
+recorded value's layout (as is, K^T, a head axis of size 1, one sequence of the batch, flattened), and
+pass-through; among those that make progress the one preferred repairs the output, else lets the head go on
+furthest, else changes the value least; a stage a lower candidate fits (a factor, a clamp, dropout: a simple
+relation of the value to it) is never skipped, so two mistakes with no op between them stay two.
+
+A walk whose patches together make the head return the lecture's (out, weights) at causal=True and False is
+*complete*: with those changes the head computes the lecture's head on the probe. That is the proof the causes
+made of it stand on (``_pointing``): they join the diagnosis only when the walk is complete. What it does not
+prove yet: that each check a cause claims passes with the patches (the checks' own inputs: large scores,
+float16, a zero row, T = 1 are not walked), so a weak mask constant or a fill that breaks only float16 is left
+to the named causes. Crashes are walked past when the raising op is a torch op (its result is the patch).
+
+Everything is judged here, in the grader: the worker only runs the head with the patches (``intervene`` op).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from grader.diagnosis._departure import (
+    NAMES,
+    PROBE_B,
+    RANK,
+    Record,
+    Trace,
+    _ancestors,
+    _clamp,
+    _derived,
+    _dropout,
+    _dropped,
+    _equal,
+    _factor,
+    _float32,
+    _future,
+    _transpose,
+    describe,
+    probe,
+    stages_of,
+    traced,
+)
+from grader.head import Head
+
+# the relations that make a stage fit a value (a factor, float32 rounding, a transpose, a clamp, the future keys
+# filled, dropout); rows that do not sum to 1 or NaN say too little to fit by
+FITS = (_float32, _factor, _transpose, _clamp, _future, _dropout)
+# The engine's causes join the diagnosis only when this is on (issue 35: measured, not yet the default). The
+# environment variable turns it on for a measurement; the kit and the platform read the same code.
+INTERVENE = os.environ.get("STEP4_INTERVENE", "") == "1"
+RUNS_MAX = 48  # re-runs of the head per flag: each candidate of each departure is one
+STEPS_MAX = 6  # interventions per flag (real heads carry two or three mistakes)
+
+Run = Callable[[Sequence[dict[str, Any]]], Trace | None]  # the head traced with some patches
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """One mistake: the value that departed (as first seen), the stage it was replaced by (or pass-through),
+    the patches that did it (one per occurrence of the line), and the words comparing value and stage."""
+
+    record: Record
+    stage: str
+    passthrough: bool
+    patches: tuple[dict[str, Any], ...]
+    description: str
+    expected: torch.Tensor | None
+    causal: bool
+    value: torch.Tensor | None = None  # the departing value in the stage's own layout (B, T, n)
+    context: dict[int, str] = field(default_factory=dict)  # the lines around it, by number
+    site: Record | None = None  # the line to edit when it is not the patched value's: a result never used
+    reads: frozenset[tuple[str, int, str]] = frozenset()  # the (file, line, op) of the values it was computed from
+
+    @property
+    def at(self) -> Record:
+        return self.site or self.record
+
+
+@dataclass
+class Walk:
+    """The interventions found at both flags, whether with all of them the head returns the lecture's
+    (out, weights) on the probe at each flag, and what it cost."""
+
+    interventions: list[Intervention] = field(default_factory=list)
+    repaired: dict[bool, bool] = field(default_factory=dict)  # causal flag -> the output equals the lecture's
+    runs: int = 0
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.repaired) and all(self.repaired.values())
+
+
+# ---- layouts: a stage as a head may hold it ---------------------------------------------------------------
+
+
+def layouts(stage: torch.Tensor, shape: torch.Size) -> Iterator[tuple[str, torch.Tensor]]:
+    """``stage`` (B, T, n) in each layout of shape ``shape``: as is, transposed (K^T), with a head axis of size 1,
+    one batch element (a per-sequence loop's (T, n) or (1, T, n), named ``seq:<b>``), flattened (B*T, n)."""
+    B = stage.shape[0]
+    forms: list[tuple[str, torch.Tensor]] = [("as is", stage), ("transposed", stage.transpose(-2, -1))]
+    forms += [("head axis", stage.unsqueeze(1)), ("head axis 2", stage.unsqueeze(2))]
+    forms += [("head axis T", stage.transpose(-2, -1).unsqueeze(1)), ("flat", stage.reshape(-1, stage.shape[-1]))]
+    for name, form in forms:
+        if form.shape == shape:
+            yield name, form
+    for b in range(B):
+        for form in (stage[b], stage[b : b + 1], stage[b].transpose(-2, -1)):
+            if form.shape == shape:
+                yield f"seq:{b}", form
+
+
+def _shaped(r: Record, stages: dict[str, torch.Tensor]) -> bool:
+    """A floating value with the shape of some stage in some layout (not a (T, T) mask of a batched head)."""
+    v = r.value
+    if v is None or not v.dtype.is_floating_point or v.dim() < 2:
+        return False
+    if r.numpy and (v.dim() != 3 or v.shape[0] != PROBE_B):
+        return False  # a NumPy head's arrays have no dataflow: only batched values are judged
+    return any(True for s in stages.values() for _ in layouts(s, v.shape))
+
+
+def match(r: Record, stages: dict[str, torch.Tensor]) -> tuple[str, str] | None:
+    """(stage, layout) of the latest stage ``r``'s value equals in some layout, if any."""
+    v = r.value
+    if v is None or not v.dtype.is_floating_point:
+        return None
+    for stage in sorted(stages, key=lambda s: -RANK[s]):
+        for name, form in layouts(stages[stage], v.shape):
+            if _equal(v, form):
+                return stage, name
+    return None
+
+
+def _neutral(r: Record, tensors: dict[str, torch.Tensor]) -> bool:
+    """An input (or one sequence of it, or its transpose): handled on the way to a stage, never a stage."""
+    assert r.value is not None
+    for t in tensors.values():
+        t3 = t if t.dim() == 3 else t.unsqueeze(0)
+        if any(_equal(r.value, form) for _, form in layouts(t3, r.value.shape)):
+            return True
+    return False
+
+
+# ---- the departure ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Departing:
+    record: Record
+    reached: int  # the rank the record's own ancestors reached (-1: none)
+    good: dict[int, tuple[str, str]]  # record index -> (stage, layout) of the values before it that matched
+
+
+def departing(
+    trace: Trace,
+    stages: dict[str, torch.Tensor],
+    tensors: dict[str, torch.Tensor],
+    passed: frozenset[int] = frozenset(),
+) -> _Departing | None:
+    """The first value (but the records ``passed``) of ``trace`` that leaves the lecture's ``stages``: a stage-shaped
+    floating value computed from the inputs, read by something (or returned), that matches no stage in any layout
+    and is not on the way to one (no value computed from it matches a stage above the rank its own ancestors
+    reached)."""
+    derived = _derived(trace)
+    read = {x for q in trace.records for x in q.reads}
+    good: dict[int, tuple[str, str]] = {}
+    memo: dict[int, tuple[str, str] | None] = {}
+
+    def hit(x: Record) -> tuple[str, str] | None:
+        if x.index not in memo:
+            memo[x.index] = match(x, stages) if _shaped(x, stages) else None
+        return memo[x.index]
+
+    lines: dict[int, set[str]] = {}
+
+    def lineage(x: Record) -> set[str]:
+        if x.index not in lines:
+            lines[x.index] = _ancestors(trace, x)
+        return lines[x.index]
+
+    records = trace.records
+    for k, r in enumerate(records):
+        if not _shaped(r, stages):
+            continue
+        h = hit(r)
+        if h is not None:
+            good[r.index] = h
+            continue
+        name = f"v:{r.index}"
+        if r.index in passed or name not in derived or _neutral(r, tensors):
+            continue
+        if not r.numpy and name not in read and name not in trace.returned:
+            continue  # a dead value: nothing it computes reaches the output
+        mine = lineage(r)
+        reached = max((RANK[good[int(a[2:])][0]] for a in mine if int(a[2:]) in good), default=-1)
+        later = [x for x in records[k + 1 :] if x.numpy or name in lineage(x)]
+        if any((h := hit(x)) is not None and RANK[h[0]] > reached for x in later):
+            continue  # on the way to a stage (a hand-written softmax's exp, a -1e9 fill at ordinary scores)
+        return _Departing(r, reached, dict(good))
+    return None
+
+
+def repaired(trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
+    """Whether the call returned the lecture's (out, weights) (a head axis of size 1 allowed)."""
+    got = [t for t in trace.returns if t is not None]
+    if trace.raised is not None or len(got) < 2:
+        return False
+    for t, stage in zip(got[:2], ("out", "weights"), strict=True):
+        t = t.squeeze(1) if t.dim() == 4 and t.shape[1] == 1 else t
+        if t.shape != stages[stage].shape or not _equal(t, stages[stage]):
+            return False
+    return True
+
+
+# ---- the walk ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Candidate:
+    stage: str
+    passthrough: bool
+    patches: list[dict[str, Any]]
+    trace: Trace | None = None
+    fixed: bool = False
+    further: tuple[int, int] = (-1, -1)  # (rank reached, index) where the next departure comes; the most: none
+    change: float = math.inf
+    fits: bool = False
+    layout: str = "as is"
+
+
+def _site(r: Record) -> dict[str, Any]:
+    return {"file": r.file, "line": r.line, "var": r.var if r.numpy else ""}
+
+
+def _nth(trace: Trace, r: Record) -> int:
+    """How many values the worker recorded at ``r``'s line before ``r`` (its count for a patch)."""
+    same = [x for x in trace.records if x.file == r.file and x.line == r.line and (not r.numpy or x.var == r.var)]
+    return next(k for k, x in enumerate(same) if x.index == r.index)
+
+
+def _siblings(trace: Trace, r: Record, shaped: bool = True) -> list[Record]:
+    """The values the same op on the same line made (one per sequence of a per-sequence loop; with ``shaped``
+    False, of any shape: ``q, k, v = a.float(), b.float(), c.float()``)."""
+    return [
+        x
+        for x in trace.records
+        if (x.file, x.line, x.op, x.var) == (r.file, r.line, r.op, r.var)
+        and x.value is not None
+        and r.value is not None
+        and (x.value.shape == r.value.shape or not shaped)
+    ]
+
+
+def candidates(trace: Trace, dep: _Departing, stages: dict[str, torch.Tensor]) -> list[_Candidate]:
+    """Pass-through (a torch op with an input), then each stage at or above the rank ``dep``'s ancestors
+    reached, in each layout of the departing value; a per-sequence value patches each sequence's occurrence."""
+    r = dep.record
+    assert r.value is not None
+    out: list[_Candidate] = []
+    siblings = _siblings(trace, r)
+    if not r.numpy and r.reads:  # every call of the op on that line returns its input
+        at = _siblings(trace, r, shaped=False)
+        out.append(_Candidate("", True, [{**_site(x), "nth": _nth(trace, x), "value": None} for x in at]))
+    for stage in sorted(stages, key=lambda s: RANK[s]):
+        if RANK[stage] < dep.reached or stage == "K^T":
+            continue
+        forms = list(layouts(stages[stage], r.value.shape))
+        if not forms:
+            continue
+        name, form = forms[0]  # as is before transposed: a square value takes the stage as is
+        if name.startswith("seq:") and len(siblings) == PROBE_B:  # one occurrence per sequence: each its slice
+            per: dict[str, torch.Tensor] = {}
+            for n, f in forms:
+                per.setdefault(n, f)
+            if not all(f"seq:{b}" in per for b in range(PROBE_B)):
+                continue
+            patches = [
+                {**_site(x), "nth": _nth(trace, x), "value": per[f"seq:{b}"], "stage": stage, "layout": f"seq:{b}"}
+                for b, x in enumerate(siblings)
+            ]
+        else:
+            patches = [{**_site(r), "nth": _nth(trace, r), "value": form, "stage": stage, "layout": name}]
+        out.append(_Candidate(stage, False, patches, layout=name))
+    return out
+
+
+def _change(a: torch.Tensor | None, b: torch.Tensor | None) -> float:
+    """Relative L2 change from ``a`` to ``b`` plus the share of entries whose inf/NaN pattern changes."""
+    if a is None or b is None or a.shape != b.shape:
+        return math.inf
+    a, b = a.double(), b.double()
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    both = fa & fb
+    moved = float((a[both] - b[both]).norm() / (b[both].norm() + 1e-300)) if bool(both.any()) else 0.0
+    flipped = float((fa != fb).double().mean() + ((~fa) & (~fb) & (a != b)).double().mean())
+    return moved + flipped
+
+
+def walk(
+    run: Run,
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+    budget: list[int],
+    start: Sequence[dict[str, Any]] = (),
+) -> tuple[list[Intervention], bool]:
+    """The interventions that bring the head (``run``) to the lecture's (out, weights) at ``causal``, and
+    whether they do; ``budget`` holds the re-runs left (shared by both flags) and is spent here. ``start``:
+    patches found at the other flag, applied first (their stages recomputed at this one)."""
+    stages = stages_of(tensors, causal, (), {}, None)
+    if stages is None:
+        return [], False
+    patches: list[dict[str, Any]] = [p for p in (_restaged(p, stages) for p in start) if p is not None]
+    found: list[Intervention] = []
+    passed: frozenset[int] = frozenset()  # values on the way to the one that departs: no stage fits them
+    trace = run(patches)
+    budget[0] -= 1
+    for _ in range(STEPS_MAX):
+        if trace is None:
+            return found, False
+        if repaired(trace, stages):
+            return found, True
+        dep = departing(trace, stages, tensors, passed)
+        best: _Candidate | None = None
+        while dep is not None and best is None and budget[0] > 0:
+            best = _best(run, patches, trace, dep, stages, tensors, budget, passed)
+            if best is None:  # nothing fits it: it is on the way to the value that is wrong (a softmax's exp)
+                passed |= {dep.record.index}
+                dep = departing(trace, stages, tensors, passed)
+        if dep is not None and best is not None and not (best.fits or best.fixed) and _exp_like(dep.record):
+            # an exp (or a NumPy value: no dataflow is seen) that no stage fits, yet replacing it helps: when the
+            # next value alone repairs the head, this one was on the way to it (a softmax whose sum is wrong)
+            ahead = departing(trace, stages, tensors, passed | {dep.record.index})
+            alt = _best(run, patches, trace, ahead, stages, tensors, budget, passed) if ahead is not None else None
+            if ahead is not None and alt is not None and alt.fixed:
+                passed |= {dep.record.index}
+                dep, best = ahead, alt
+        if dep is None and trace.raised is not None and "line" in trace.raised and budget[0] > 0:
+            crash = _past_crash(run, patches, trace, stages, tensors, budget, causal)  # a crash is a departure too
+            if crash is None:
+                return found, False
+            found.append(crash[0])
+            patches += crash[0].patches
+            trace = crash[1]
+            continue
+        if dep is None or best is None or best.trace is None:
+            return found, False
+        r = dep.record
+        due = best.stage or _due(r, stages)
+        value = _canonical(trace, r, best.layout)
+        seen = replace(r, value=value)
+        words = describe(seen, due, stages, tensors, causal) if value is not None else f"a value where {due} is due"
+        context = trace.context.get(r.file, {})
+        good = {k: h[0] for k, h in dep.good.items()}
+        dropped = _dropped(trace, r, good, dep.reached) if not r.numpy else None
+        if dropped is not None:  # the stage was computed, then never used: that line is the one to edit
+            words = f"{NAMES[good[dropped.index]]} computed here is never used: nothing after it reads the result"
+            context = trace.context.get(dropped.file, {})
+        by = {f"v:{x.index}": x for x in trace.records}
+        reads = frozenset((x.file, x.line, x.op) for n in r.reads if (x := by.get(n)) is not None)
+        found.append(
+            Intervention(
+                r,
+                due,
+                best.passthrough,
+                tuple(best.patches),
+                words,
+                stages.get(due),
+                causal,
+                value,
+                context,
+                dropped,
+                reads,
+            )
+        )
+        patches += best.patches
+        trace = best.trace
+    return found, trace is not None and repaired(trace, stages)
+
+
+def _past_crash(
+    run: Run,
+    patches: list[dict[str, Any]],
+    trace: Trace,
+    stages: dict[str, torch.Tensor],
+    tensors: dict[str, torch.Tensor],
+    budget: list[int],
+    causal: bool,
+) -> tuple[Intervention, Trace] | None:
+    """The call raised before any value departed: the raising op's result replaced by each stage from the
+    highest one reached on (as is); preferred: the head repaired, then the most values after it that equal a
+    stage, then the stage of the op's input (a reshape), one not made yet, the lowest; with the trace it
+    gives. None when none lets it past the crash."""
+    raised = trace.raised or {}
+    file, line = str(raised.get("file", "")), int(raised.get("line", 0))
+    nth = sum(1 for x in trace.records if x.file == file and x.line == line)
+    reached = [RANK[h[0]] for x in trace.records if _shaped(x, stages) and (h := match(x, stages)) is not None]
+    top = max(reached, default=-1)
+    made = {h[0] for x in trace.records if _shaped(x, stages) and (h := match(x, stages)) is not None}
+    last = trace.records[-1] if trace.records else None  # the raising op's input, most often
+    given = (match(last, stages) or ("", ""))[0] if last is not None and _shaped(last, stages) else ""
+    best: tuple[tuple[bool, int, bool, bool, int], str, dict[str, Any], Trace] | None = None
+    for stage in sorted(stages, key=lambda s: RANK[s]):
+        if RANK[stage] < top or budget[0] <= 0:
+            continue
+        budget[0] -= 1
+        patch = {"file": file, "line": line, "nth": nth, "value": stages[stage], "stage": stage, "layout": "as is"}
+        got = run([*patches, patch])
+        if got is None:
+            continue
+        again = got.raised or {}
+        if again and (again.get("file"), again.get("line")) == (file, line) and len(got.records) <= len(trace.records):
+            continue  # it still raises there
+        fixed = repaired(got, stages)
+        after = sum(1 for x in got.records[len(trace.records) :] if _shaped(x, stages) and match(x, stages))
+        key = (fixed, after, stage == given, stage not in made, -RANK[stage])
+        if best is None or key > best[0]:
+            best = (key, stage, patch, got)
+    if best is None:
+        return None
+    _, stage, patch, got = best
+    record = Record(len(trace.records), "raise", file, line, str(raised.get("code", "")), (), None)
+    words = (
+        f"it raises {raised.get('type') or 'an exception'} here; with {NAMES.get(stage, stage)} in place of this "
+        "line's result the head goes on"
+    )
+    context = trace.context.get(file, {})
+    return Intervention(record, stage, False, (patch,), words, stages[stage], causal, None, context), got
+
+
+def _exp_like(r: Record) -> bool:
+    """A value a hand-written softmax makes on its way to the weights: an exp, or any NumPy value."""
+    return r.numpy or r.op in ("exp", "exp_")
+
+
+def _restaged(patch: dict[str, Any], stages: dict[str, torch.Tensor]) -> dict[str, Any] | None:
+    """``patch`` with its stage's value taken from ``stages`` (the other flag's): the masked scores are the
+    scaled ones at causal=False."""
+    if patch.get("value") is None:
+        return patch
+    stage = str(patch.get("stage", ""))
+    stage = stage if stage in stages else "scaled" if stage == "masked" else ""
+    if not stage:
+        return None
+    want = patch["value"].shape
+    layout = str(patch.get("layout", ""))
+    form = next((f for n, f in layouts(stages[stage], want) if n == layout), None)
+    return {**patch, "value": form, "stage": stage} if form is not None else None
+
+
+def _canonical(trace: Trace, r: Record, layout: str) -> torch.Tensor | None:
+    """``r``'s value in the stages' layout (B, T, n): the inverse of ``layouts``; a per-sequence value is
+    stacked with its siblings (None when they are not one per sequence)."""
+    v = r.value
+    if v is None:
+        return None
+    if layout.startswith("seq:"):
+        siblings = _siblings(trace, r)
+        if len(siblings) != PROBE_B:
+            return None
+        rows = [x.value for x in siblings if x.value is not None]
+        rows = [x.squeeze(0) if x.dim() == 3 else x for x in rows]
+        return torch.stack(rows)
+    undo: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "as is": lambda t: t,
+        "transposed": lambda t: t.transpose(-2, -1),
+        "head axis": lambda t: t.squeeze(1),
+        "head axis 2": lambda t: t.squeeze(2),
+        "head axis T": lambda t: t.squeeze(1).transpose(-2, -1),
+        "flat": lambda t: t.reshape(PROBE_B, -1, t.shape[-1]),
+    }
+    return undo.get(layout, lambda t: t)(v)
+
+
+def _best(
+    run: Run,
+    patches: list[dict[str, Any]],
+    trace: Trace,
+    dep: _Departing,
+    stages: dict[str, torch.Tensor],
+    tensors: dict[str, torch.Tensor],
+    budget: list[int],
+    passed: frozenset[int],
+) -> _Candidate | None:
+    """The candidate for ``dep`` preferred (see the module's text), None when none makes progress."""
+    r = dep.record
+    fitting: list[_Candidate] = []
+    tried: list[_Candidate] = []
+    for cand in candidates(trace, dep, stages):
+        if budget[0] <= 0:
+            break
+        budget[0] -= 1
+        cand.trace = run(patches + cand.patches)
+        if cand.trace is None:
+            continue
+        now = next((x for x in cand.trace.records if x.index == r.index), None)
+        if cand.passthrough:
+            got = match(now, stages) if now is not None else None
+            cand.stage, cand.layout = got if got is not None else ("", "as is")
+        expected = stages.get(cand.stage)
+        cand.change = _change(r.value, now.value if now is not None else None)
+        cand.fits = bool(cand.stage) and expected is not None and _fits(r, expected)
+        cand.fixed = repaired(cand.trace, stages)
+        nxt = departing(cand.trace, stages, tensors, passed) if not cand.fixed else None
+        if nxt is not None and nxt.record.index <= r.index:
+            continue  # no progress: the patched value itself (or one before it) still departs
+        if nxt is None and cand.trace.raised is not None:  # it goes on, to a crash further on
+            cand.further = (-1, len(cand.trace.records))
+        else:
+            cand.further = (99, 10**9) if nxt is None else (nxt.reached, nxt.record.index)
+        tried.append(cand)
+        if cand.fits:
+            fitting.append(cand)
+            if cand.fixed:
+                break  # none can do better
+
+    def key(c: _Candidate) -> tuple[bool, tuple[int, int], float, bool]:
+        return (c.fixed, c.further, -c.change, c.passthrough)
+
+    if fitting:  # a stage a lower candidate fits is never skipped
+        return max(fitting, key=key)
+    return max(tried, key=key) if tried else None
+
+
+def _fits(r: Record, expected: torch.Tensor) -> bool:
+    """A simple relation holds between ``r``'s value and the stage (in the value's layout): a factor, float32
+    rounding, a clamp, a transpose, the future filled, dropout, rows that do not sum to 1."""
+    assert r.value is not None
+    return any(
+        how(r.value.double(), form.double()) is not None for _, form in layouts(expected, r.value.shape) for how in FITS
+    )
+
+
+def _due(r: Record, stages: dict[str, torch.Tensor]) -> str:
+    assert r.value is not None
+    same = [s for s, v in stages.items() if s != "K^T" and any(True for _ in layouts(v, r.value.shape))]
+    return max(same, key=lambda s: RANK[s]) if same else "out"
+
+
+def intervene(head: Head, length: int | None = None, flags: Sequence[bool] = (True, False)) -> Walk:
+    """Every mistake of ``head`` on the probe, found by intervention at each flag (see the module's text)."""
+    start = time.perf_counter()
+    out = Walk()
+    budget = [RUNS_MAX * len(flags)]
+    tensors = probe(length)
+    for causal in flags:
+
+        def run(patches: Sequence[dict[str, Any]], causal: bool = causal) -> Trace | None:
+            return traced(head, tensors, causal, patches=list(patches))
+
+        before = budget[0]
+        known_patches = [p for i in out.interventions for p in i.patches]
+        found, fixed = walk(run, tensors, causal, budget, known_patches)
+        out.runs += before - budget[0]
+        known = {(i.record.file, i.record.line) for i in out.interventions}
+        used = {site for i in out.interventions for site in i.reads}
+        # one mistake seen at each flag where its value is first used (no scaling: the mask at True, the softmax
+        # at False) is one: a later flag's intervention that reads what an earlier one read is not another
+        out.interventions += [i for i in found if (i.record.file, i.record.line) not in known and not i.reads & used]
+        out.repaired[causal] = fixed
+    out.seconds = time.perf_counter() - start
+    return out
