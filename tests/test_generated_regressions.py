@@ -25,3 +25,15 @@ def test_two_departures_holding_tensors_are_told_apart(
     result = grade(tmp_path, rubric, pool=pool, visuals=False, only=["reference_match", "causal_mask"])
     assert "Traceback" not in capfd.readouterr().err
     assert result.diagnosis and all(d.where is not None for d in result.diagnosis), result.diagnosis
+
+
+@pytest.mark.slow
+def test_weights_that_do_not_follow_the_scores_are_a_failure_not_a_grader_error(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The diagonal and the past filled with -1e4 and the weights returned transposed: score_scaling's fit has a
+    slope of exactly 0, and naming the scale divided by it (an internal grader error, where a failure is due)."""
+    shutil.copy(HERE / "einsum_weights_transposed_weak_fill.py", tmp_path / "attention_head.py")
+    result = grade(tmp_path, rubric, pool=pool, visuals=False, only=["score_scaling"])
+    [check] = result.checks
+    assert check.status == "failed" and "Internal grader error" not in check.message, check.message

@@ -109,6 +109,8 @@ def score_scaling(ctx: Ctx) -> Verdict:
 def _name_scale(applied: float, d_k: int, shape: Shape) -> str:
     """Name the slip when the applied scale is a familiar one."""
     d, T = shape.d, shape.T
+    if applied == 0 or not math.isfinite(applied):  # the fit's slope: weights that do not follow the scores
+        return ", i.e. weights that do not change with the scores" if applied == 0 else ""
     candidates = {
         "no scaling at all": math.sqrt(d_k),
         "1/d_k": 1 / math.sqrt(d_k),
