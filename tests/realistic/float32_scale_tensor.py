@@ -2,19 +2,19 @@
 scores float32 (a tensor with an axis takes part in type promotion)."""
 
 import torch
+import torch.nn.functional as F
 
 
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
-    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (B, T, d_k), (B, T, d_k), (B, T, d_v)
-    d_k = K.shape[-1]
-    scale = torch.tensor([d_k], dtype=torch.float32).sqrt()  # (1,)
-    scores = torch.einsum("bqd,bkd->bqk", Q, K) / scale  # (B, T, T)
+    q = X.matmul(W_Q)
+    root_dk = torch.tensor([W_Q.shape[1]], dtype=torch.float32).sqrt()  # (1,)
+    att = q.matmul(X.matmul(W_K).transpose(-2, -1)) / root_dk
+    n = att.shape[-1]
     if causal:
-        T = X.shape[-2]
-        keep = torch.tril(torch.ones(T, T, dtype=torch.bool, device=X.device))  # (T, T)
-        scores = torch.where(keep, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
-    weights = torch.softmax(scores, dim=-1)  # (B, T, T)
-    return weights @ V, weights
+        banned = torch.ones(n, n, device=X.device).triu(diagonal=1).bool()
+        att = att.masked_fill(banned, float("-inf"))
+    probs = F.softmax(att, dim=-1)
+    return probs.matmul(X.matmul(W_V)), probs
 
 
 def gaussian_positional_weights(T, bandwidth):

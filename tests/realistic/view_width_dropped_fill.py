@@ -1,22 +1,21 @@
-"""Projections reshaped with .view(B, T, d), as if d_k = d_v = d (raises whenever a head width differs from d), and
-the causal mask's masked_fill result thrown away (it is not in place)."""
-
-import math
+"""A head whose projections are folded back to the model width with .reshape, as if d_k = d_v = d (so it raises
+whenever a head width differs from d); its causal masked_fill builds a new tensor that nobody keeps."""
 
 import torch
 
 
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
-    B, T, d = X.shape
-    Q = (X @ W_Q).view(B, T, d)
-    K = (X @ W_K).view(B, T, d)
-    V = (X @ W_V).view(B, T, d)
-    scores = Q @ K.transpose(1, 2) / math.sqrt(W_Q.shape[1])  # (B, T, T)
+    n_batch, n_tok, width = X.shape
+    scale = 1.0 / W_K.size(-1) ** 0.5
+    query = torch.matmul(X, W_Q).reshape(n_batch, n_tok, width)
+    key = torch.matmul(X, W_K).reshape(n_batch, n_tok, width)
+    value = torch.matmul(X, W_V).reshape(n_batch, n_tok, width)
+    att = torch.matmul(query, key.transpose(-1, -2)) * scale
     if causal:
-        future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)
-        scores.masked_fill(future, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return weights @ V, weights
+        upper = torch.triu(torch.ones_like(att[0], dtype=torch.bool), diagonal=1)
+        att.masked_fill(upper, -float("inf"))
+    att = torch.softmax(att, dim=-1)
+    return torch.matmul(att, value), att
 
 
 def gaussian_positional_weights(T, bandwidth):
