@@ -75,7 +75,9 @@ def _grade_parser() -> argparse.ArgumentParser:
 def _fail(message: str) -> int:
     from rich.console import Console
 
-    Console(stderr=True, highlight=False).print(f"[bold red]grade: error:[/] {message}", highlight=False)
+    # never reflowed: a pipe or a log keeps the message whole (a terminal wraps it itself)
+    err = Console(stderr=True, highlight=False)
+    err.print(f"[bold red]grade: error:[/] {message}", highlight=False, soft_wrap=True)
     return USAGE_ERROR
 
 
