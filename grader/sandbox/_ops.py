@@ -989,6 +989,16 @@ def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
     file, line and source text, the earlier records and inputs it read, its shape and dtype) and each NumPy
     array a local variable of the submission's frames took; the values (``v:<k>``, each at most
     ``TRACE_ELEMENTS`` elements) come back as tensors, and the call's result as ``call`` returns it."""
+    return _traced_call(module, params, tensors)
+
+
+def _traced_call(
+    module: ModuleType,
+    params: Header,
+    tensors: Tensors,
+    table: dict[tuple[str, int, int, str], torch.Tensor | None] | None = None,
+) -> tuple[Header, Tensors]:
+    """The ``trace`` op's call, with the ``intervene`` op's patches (``table``) applied when given."""
     import os
     import sys
 
@@ -1000,11 +1010,12 @@ def op_trace(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Head
         _seed_all(int(params["seed"]))
     src = os.path.dirname(os.path.abspath(str(getattr(module, "__file__", "") or ".")))
     trace = _Trace(src, inputs)
-    tracer = _array_tracer(trace)
+    tracer = _array_tracer(trace) if table is None else _patching_tracer(trace, _array_tracer(trace), table)
+    patching = contextlib.nullcontext() if table is None else _patcher(trace, table)
     previous = sys.gettrace()
     raised: Header | None = None
     result: Any = None
-    with torch.no_grad(), _torch_recorder(trace):
+    with torch.no_grad(), patching, _torch_recorder(trace):
         if tracer is not None:
             sys.settrace(tracer)
         try:
@@ -1219,42 +1230,9 @@ def _patching_tracer(trace: _Trace, inner: Any, table: dict[tuple[str, int, int,
 def op_intervene(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
     """The ``trace`` op's call with ``patches`` applied (their tensors come as ``patch:<k>``, apart from the
     call's inputs): the records, the values and the call's result, as ``trace`` returns them."""
-    import os
-    import sys
-
     patches = {k: v for k, v in tensors.items() if k.startswith("patch:")}
     tensors = {k: v for k, v in tensors.items() if not k.startswith("patch:")}
-    table = _patch_table(params, patches)
-    fn = getattr(module, params["fn"])
-    inputs = _prepare_inputs({"device": "cpu"}, tensors)
-    args = [_arg(s, inputs) for s in params.get("args", [])]
-    kwargs = {k: _arg(s, inputs) for k, s in params.get("kwargs", {}).items()}
-    if params.get("seed") is not None:
-        _seed_all(int(params["seed"]))
-    src = os.path.dirname(os.path.abspath(str(getattr(module, "__file__", "") or ".")))
-    trace = _Trace(src, inputs)
-    tracer = _patching_tracer(trace, _array_tracer(trace), table)
-    previous = sys.gettrace()
-    raised: Header | None = None
-    result: Any = None
-    with torch.no_grad(), _patcher(trace, table), _torch_recorder(trace):
-        if tracer is not None:
-            sys.settrace(tracer)
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as exc:
-            raised = _raised_at(trace, exc)
-        finally:
-            if tracer is not None:
-                sys.settrace(previous)
-    out: Tensors = dict(trace.values)
-    header: Header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
-    if raised is not None:
-        header["raised"] = raised
-    header["left"] = trace.left
-    header["aliases"] = trace.aliases[:TRACE_RECORDS]
-    header["context"] = _context(trace, raised)
-    return header, out
+    return _traced_call(module, params, tensors, _patch_table(params, patches))
 
 
 _OPS["intervene"] = op_intervene
