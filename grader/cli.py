@@ -120,13 +120,17 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from grader._timeline import mark
     from grader.sandbox._pool import WorkerPool
+
+    mark("arguments read")
 
     # Two slots: the head's, and one for the student's own tests. The head's zygote starts first of all,
     # so its torch import overlaps everything this process imports (pydantic, rich, the checks, torch).
     uid_base = _uid_base(args.rubric)
     with WorkerPool(2, uid_base=uid_base, lazy=True) as pool:
         pool.prestart(1, tests=args.watch)  # a watch's grades take the two slots in turn
+        mark("worker started")
         from grader.rubric import RubricError, load_rubric
         from grader.submission import SubmissionError
 
@@ -147,6 +151,7 @@ def _grade(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         import torch
 
+        mark("torch imported")
         if args.device == "cuda" and not torch.cuda.is_available():
             return _fail("--device cuda was given but torch sees no CUDA GPU on this machine")
         # The grader's own tensors are small: one thread leaves the other cores to the worker (on two
@@ -177,8 +182,12 @@ def _grade(args: argparse.Namespace) -> int:
         # Every process the submission started is gone (the sandbox swept them); the zygote's own exit
         # now overlaps writing the files.
         pool.begin_close()
+        mark("graded")
         _write_outputs(result, args.json, args.html, args.junit)
+        mark("files written")
         _print(result, quiet=args.quiet)
+        mark("printed")
+    mark("worker pool closed")
     if args.fail_under is not None and result.percent < args.fail_under:
         return 1
     return 0

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from grader._notebook import cell_label
 from grader._paths import bundled
+from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
 from grader.checks._exercises import stats_seed
@@ -126,6 +127,7 @@ def grade(
                 tests_beside=tests_beside,
             )
         )
+        mark("submission prepared")
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable, sub.provided)
             head.syntax_error = sub.syntax_error
@@ -138,7 +140,9 @@ def grade(
                 return run_check(CHECKS[cid], ctx, rubric.checks[cid], rerun)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
+            mark("checks done")
             exam = _examine(results, head, ref, rubric, seed)
+            mark("diagnosis done")
             again = _stopped_by_length(exam)
             if again and (exam.where.runs_at is not None or exam.where.square):  # run them where the head runs
                 results = _run_at_length(again, exam.where, lambda cid: run(cid, head), results, memo)
@@ -146,11 +150,13 @@ def grade(
                 exam = exam if exam.error or not first.error else replace(exam, error=first.error)
             diagnosis = [_as_written(d, sub) for d in exam.causes]
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
+            mark("pictures done")
             protections = list(sandbox.protections)
             absent = sandbox.absent_protections
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
+    mark("sandbox closed")
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
     checks = attach_causes(results, diagnosis)
     counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
@@ -347,6 +353,7 @@ def _reference_side(ref: Oracle, seed: int, *, plot: bool) -> Callable[[], None]
     def work() -> None:
         if plot:
             reference_scale(ref, stats_seed(seed))
+            mark("reference's Exercise 3 points done")
 
     return work
 
@@ -438,6 +445,7 @@ def _run_at_length(
 def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) -> CheckResult:
     """Run one check; whatever happens, return its verdict (``reproduce``: its rerun line, for a failure)."""
     t0 = time.perf_counter()
+    mark(f"check {spec.id} begins")
     ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
     ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
     ctx.head.non_finite = None  # the smallest of its calls that returned no finite number (grader/head.py)
@@ -471,6 +479,7 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
             f"{type(exc).__name__}: {exc}\n{''.join(tb).rstrip()}",
         )
     ctx.head.current_check = None  # calls after the checks (diagnosis, pictures) belong to none
+    mark(f"check {spec.id} ends ({verdict.status})")
     return _result(spec, ctx, rc, verdict, reproduce, time.perf_counter() - t0)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import torch
 
+from grader._timeline import mark
 from grader.sandbox import _wire
 from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame_within
 from grader.sandbox._limits import SandboxLimits
@@ -277,9 +278,11 @@ class Sandbox:
     # -- starting the worker -------------------------------------------------------------------
 
     def _start(self) -> Reply:
+        mark("worker asked for" + (" (sidecar)" if self._primary is not None else ""))
         self._launch()
         try:
             hello, _ = self._receive(time.monotonic() + STARTUP_S)
+            mark("worker hardened" + (" (sidecar)" if self._primary is not None else ""))
             if hello.get("status") != "hello":
                 raise _BadReply(f"expected a hello, got {hello.get('status')!r}")
         except (_Deadline, _Gone, _BadReply) as exc:  # no student code has run yet: our failure
@@ -341,6 +344,7 @@ class Sandbox:
             self._budget.spend(time.monotonic() - t0)
         if reply.status != "ok":
             self._final = reply
+        mark(f"submission imported ({reply.status})" + (" (sidecar)" if self._primary is not None else ""))
         return reply
 
     def _import_outcome(self, header: dict[str, Any], t0: float) -> Reply:

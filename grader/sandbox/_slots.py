@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from grader._timeline import helper_env
 from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, processes_of
 from grader.sandbox._uids import UidLease
 from grader.sandbox._zygote import NO_TESTS
@@ -172,7 +173,7 @@ class ZygoteSlot:
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                env=clean_env(),
+                env=clean_env(helper_env()),
                 cwd="/",
                 start_new_session=True,  # a Ctrl-C aimed at the grader must not kill it mid-sweep
             )

@@ -37,6 +37,7 @@ from typing import Any
 
 import psutil
 
+from grader._timeline import helper_env
 from grader.sandbox._framing import send_frame
 from grader.sandbox._slots import ENTRY, STARTUP_S, SlotError, WorkerHandle, poll_in, popen_exit_code
 from grader.sandbox._winjob import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, Job, JobError
@@ -132,7 +133,7 @@ class WindowsSlot:
                 stdin=subprocess.PIPE,
                 stdout=out_w,
                 stderr=out_w,
-                env=windows_env(),
+                env=windows_env(helper_env()),
                 cwd=tempfile.gettempdir(),
                 creationflags=CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW,  # the student's Ctrl-C is the grader's
             )

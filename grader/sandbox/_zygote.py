@@ -38,6 +38,18 @@ NO_TESTS = "--no-tests"  # its workers never run a student's tests: no pytest im
 STANDBY = "--standby"  # Windows: warm up, connect to the grader, then wait for this worker's config
 _TOKEN_BYTES = 32
 _MAX_EXITS = 256
+_timeline = ""  # benchmarks/grade_timeline.py: the file STEP4_TIMELINE named (grader/_timeline.py); no worker's
+
+
+def _mark(event: str, process: str) -> None:
+    """One line of the grade's timeline (grader/_timeline.py: this file never imports grader)."""
+    if not _timeline:
+        return
+    fd = os.open(_timeline, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{time.time():.6f} {os.getpid()} {process} {event}\n".encode())
+    finally:
+        os.close(fd)
 
 
 class _Bootstrap(importlib.abc.MetaPathFinder):
@@ -55,6 +67,8 @@ class _Bootstrap(importlib.abc.MetaPathFinder):
 
 def worker_main(chan_fd: int | socket.socket, out_fd: int | None, cfg: dict[str, Any], mode: str) -> NoReturn:
     """Harden, import the submission and serve; always ends the process, never returns."""
+    global _timeline
+    _timeline = ""  # the student's code is not told where the grader's timeline is
     code = 70
     try:
         code = _run_worker(chan_fd, out_fd, cfg, mode)
@@ -121,6 +135,7 @@ def _standby_main(host: str, port: int, tests: bool) -> NoReturn:
     """Windows: import and warm up torch with nothing printed, connect to the grader with the token it
     wrote on our stdin, and become the worker its config (the first frame) describes."""
     token = sys.stdin.buffer.read(_TOKEN_BYTES)
+    _mark("started", "standby")
     saved = os.dup(1), os.dup(2)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # the warm-up's warnings are not the student's output
@@ -139,9 +154,11 @@ def _standby_main(host: str, port: int, tests: bool) -> NoReturn:
     sock = socket.create_connection((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # replies are two sends each (see _winslot)
     sock.sendall(token)
+    _mark("warmed up, waiting", "standby")
     blob = _framing.recv_frame(sock, 1 << 24)
     if blob is None:  # the grader closed the slot without lending this worker
         os._exit(0)
+    _mark("lent out", "standby")
     worker_main(sock, None, json.loads(blob), "spawned ahead (Windows)")
 
 
@@ -189,6 +206,7 @@ def _warm_up(tests: bool) -> int:
     the workers that run a student's tests); returns the thread count."""
     import torch
 
+    _mark("torch imported", "zygote" if "--zygote" in sys.argv else "standby")
     # before any op: forking after OpenMP started its pool makes parallel ops in the child hang
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
@@ -293,6 +311,7 @@ class Zygote:
         os.close(chan_fd)
         os.close(out_fd)  # or the grader would never see EOF on the worker's output
         self.workers.add(pid)
+        _mark(f"forked worker {pid}", "zygote")
         return pid
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -390,7 +409,9 @@ def _descendants(root: int) -> list[tuple[int, str]]:
 
 
 def _zygote_main(ctl_fd: int, tests: bool) -> None:
+    _mark("started", "zygote")
     threads = _warm_up(tests)
+    _mark("warmed up", "zygote")
     libc = ctypes.CDLL(None, use_errno=True)
     subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0)) == 0
     ctl = socket.socket(fileno=ctl_fd)
@@ -398,6 +419,8 @@ def _zygote_main(ctl_fd: int, tests: bool) -> None:
 
 
 def main(argv: list[str]) -> None:
+    global _timeline
+    _timeline = os.environ.pop("STEP4_TIMELINE", "")  # out of the environment every worker inherits
     sys.meta_path.insert(0, _Bootstrap())
     if argv[1] == "--zygote":
         _zygote_main(int(argv[2]), tests=NO_TESTS not in argv[3:])
