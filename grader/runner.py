@@ -35,7 +35,7 @@ from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.sandbox._pool import Cancelled
 from grader.scoring import provisional, tally
-from grader.submission import Prepared, contract_names, prepare
+from grader.submission import Prepared, contract_names, is_test_file, prepare
 from grader.visuals import collect_visuals, reference_scale
 
 KIT_NOTE = (
@@ -128,6 +128,8 @@ def grade(
             )
         )
         mark("submission prepared")
+        if tests_pool is not None and "student_tests" in selected and _brings_tests(sub.dir):
+            tests_pool.prestart_spare(tests=True)  # its torch import overlaps the checks, not the tests' start
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable, sub.provided)
             head.syntax_error = sub.syntax_error
@@ -183,6 +185,12 @@ def grade(
 
 
 RunOne = Callable[[str, Head], CheckResult]
+
+
+def _brings_tests(folder: Path) -> bool:
+    """Whether the submission's folder holds a test file (at its top level or in ``tests/``), as the student_tests
+    check will find it."""
+    return any(is_test_file(p.name) for d in (folder, folder / "tests") if d.is_dir() for p in d.glob("*.py"))
 
 
 def _beside_the_head(spec: CheckSpec) -> bool:

@@ -63,3 +63,21 @@ def test_without_the_variable_nothing_is_written(tmp_path: Path, monkeypatch: py
     _timeline.mark("anything")
     assert _timeline.helper_env() == {}
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not fork_supported(), reason="zygotes: Linux")
+def test_the_tests_zygote_starts_with_the_checks_not_when_the_tests_begin(tmp_path: Path) -> None:
+    """A submission with tests: the slot that runs them starts when the submission is prepared, so its torch
+    import overlaps the checks instead of being waited for when student_tests begins (issue 37)."""
+    (tmp_path / "attention_head.py").write_bytes((REPO / "reference" / "attention_head.py").read_bytes())
+    (tmp_path / "test_attention_head.py").write_bytes((REPO / "reference" / "test_attention_head.py").read_bytes())
+    marks = tmp_path / "marks.txt"
+    env = {**os.environ, "STEP4_TIMELINE": str(marks)}
+    cmd = [sys.executable, "-m", "grader", "attention_head.py", "--only", "interface", "student_tests"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    events = [line.split(" ", 3)[2:] for line in marks.read_text().splitlines()]
+    zygotes = [k for k, (process, event) in enumerate(events) if process == "zygote" and event == "started"]
+    assert len(zygotes) == 2, events
+    spare = events.index(["grader", "spare worker started"])
+    assert events.index(["grader", "submission prepared"]) < spare < events.index(["grader", "check interface begins"])

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from grader._timeline import mark
 from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported, windows
 from grader.sandbox._uids import DEFAULT_UID_BASE, lease_uid
 
@@ -84,6 +85,18 @@ class WorkerPool:
             elif self.mode == "standby" and getattr(slot, "_standby", True) is None:
                 slot.tests = tests  # type: ignore[attr-defined]
                 slot.start()  # type: ignore[attr-defined]
+
+    def prestart_spare(self, *, tests: bool = True) -> None:
+        """Start the zygote of the first slot not started yet (a lazy pool), for work that comes later in the
+        grade: the student's tests, whose slot is otherwise started when they begin, its torch import (a second
+        or more) then waited for. Started now, it overlaps the checks. Linux only: a Windows slot starts its
+        standby behind every worker it lends, and an unstarted one cannot be told from one just lent out."""
+        for slot in self._slots:
+            if isinstance(slot, ZygoteSlot) and slot._proc is None:
+                slot.tests = tests
+                slot.start()
+                mark("spare worker started")
+                return
 
     @property
     def uids(self) -> list[int]:
