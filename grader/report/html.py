@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from grader.exports import write_atomic
 from grader.models import CheckResult, GradeResult, Heatmap, ScalePoint, ScaleVisual, Visuals
 from grader.report import wording
+from grader.report._precompiled import PrecompiledLoader
 
 OUTPUT_SHOW_CHARS = 16_000  # the sandbox keeps 64 KiB; a page shows the start, which holds the first error
 
@@ -419,7 +420,7 @@ def _kernel_views(v: Visuals) -> list[tuple[object, list[HeatmapView]]]:
 @cache
 def jinja_environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("grader.report", "templates"),
+        loader=PrecompiledLoader("grader.report", "templates"),  # compiled ahead, used while up to date
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -1,0 +1,295 @@
+# Made by `python -m grader.report.compiled` from grader/report/templates/similarity.html.j2: do not edit.
+FINGERPRINT = "ab3ac9d397f2d4a71ae6ac49655c1e54bca9f8a47d0e3427a423cb3cea8e66d7"
+from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
+name = 'similarity.html.j2'
+
+def root(context, missing=missing):
+    resolve = context.resolve_or_missing
+    undefined = environment.undefined
+    concat = environment.concat
+    cond_expr_undefined = Undefined
+    if 0: yield None
+    l_0_r = resolve('r')
+    l_0_flagged = resolve('flagged')
+    l_0_bars = resolve('bars')
+    l_0_cut_x = resolve('cut_x')
+    l_0_cut = resolve('cut')
+    l_0_shown = resolve('shown')
+    l_0_more = resolve('more')
+    try:
+        t_1 = environment.filters['join']
+    except KeyError:
+        @internalcode
+        def t_1(*unused):
+            raise TemplateRuntimeError("No filter named 'join' found.")
+    try:
+        t_2 = environment.filters['length']
+    except KeyError:
+        @internalcode
+        def t_2(*unused):
+            raise TemplateRuntimeError("No filter named 'length' found.")
+    pass
+    yield '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>Class similarity (instructor only)</title>\n<style>\n'
+    template = environment.get_template('_style.css.j2', 'similarity.html.j2')
+    gen = template.root_render_func(template.new_context(context.get_all(), True, {}))
+    try:
+        for event in gen:
+            yield event
+    finally: gen.close()
+    yield '.hist rect{fill:var(--accent)}\n.hist text{text-anchor:middle}\n.hist line.cut{stroke:var(--fail);stroke-width:2;stroke-dasharray:4 3}\n.pair{border:1px solid var(--line);border-radius:6px;padding:10px 12px;margin:16px 0}\n.pair.flagged{border-color:var(--fail)}\n.sides{display:grid;grid-template-columns:1fr 1fr;gap:10px}\n.sides pre{font-size:12px;max-height:520px;overflow:auto;margin:6px 0 0}\nmark{background:#ffe08a;color:inherit}\n@media (max-width:900px){.sides{grid-template-columns:1fr}}\n</style>\n</head>\n<body>\n<main>\n<header class="top">\n  <h1>Class similarity</h1>\n  <p class="muted">For the instructor only: never shown in a student\'s report or in Gradescope. A flagged pair is a lead to read, not a verdict.</p>\n  <div class="scorebox">\n    <div class="score">'
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'submissions'))
+    yield ' <small>submissions</small></div>\n    <div class="score">'
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs_total'))
+    yield ' <small>pairs</small></div>\n    <div class="score">'
+    yield escape((undefined(name='flagged') if l_0_flagged is missing else l_0_flagged))
+    yield ' <small>flagged</small></div>\n  </div>\n  <nav class="toc"><a href="#histogram">Distribution</a><a href="#flagged">Flagged pairs</a><a href="#all">Pairs above the floor</a><a href="#method">How</a></nav>\n</header>\n\n'
+    if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'notes'):
+        pass
+        yield '<div class="callout warn">\n'
+        for l_1_note in environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'notes'):
+            _loop_vars = {}
+            pass
+            yield '<p>'
+            yield escape(l_1_note)
+            yield '</p>'
+        l_1_note = missing
+        yield '</div>\n'
+    yield '\n<h2 id="histogram">Similarity of every pair</h2>\n<svg class="chart hist" viewBox="0 0 600 160" width="600" height="160" role="img" aria-label="Histogram of pair similarities">\n'
+    l_1_loop = missing
+    for l_1_b, l_1_loop in LoopContext((undefined(name='bars') if l_0_bars is missing else l_0_bars), undefined):
+        _loop_vars = {}
+        pass
+        yield '  <g><title>'
+        yield escape(environment.getattr(l_1_b, 'label'))
+        yield ': '
+        yield escape(environment.getattr(l_1_b, 'count'))
+        yield ' pair'
+        yield escape(('' if (environment.getattr(l_1_b, 'count') == 1) else 's'))
+        yield '</title>\n  <rect x="'
+        yield escape((environment.getattr(l_1_b, 'x') + 2))
+        yield '" y="'
+        yield escape(environment.getattr(l_1_b, 'y'))
+        yield '" width="'
+        yield escape(((600 // t_2((undefined(name='bars') if l_0_bars is missing else l_0_bars))) - 4))
+        yield '" height="'
+        yield escape(environment.getattr(l_1_b, 'height'))
+        yield '"></rect>\n'
+        if environment.getattr(l_1_b, 'count'):
+            pass
+            yield '<text x="'
+            yield escape((environment.getattr(l_1_b, 'x') + ((600 // t_2((undefined(name='bars') if l_0_bars is missing else l_0_bars))) // 2)))
+            yield '" y="'
+            yield escape(((environment.getattr(l_1_b, 'y') - 3) if (environment.getattr(l_1_b, 'y') > 12) else (environment.getattr(l_1_b, 'y') + 12)))
+            yield '" class="v">'
+            yield escape(environment.getattr(l_1_b, 'count'))
+            yield '</text>'
+        if ((environment.getattr(l_1_loop, 'index0') % 4) == 0):
+            pass
+            yield '<text x="'
+            yield escape((environment.getattr(l_1_b, 'x') + 2))
+            yield '" y="155" class="axis" style="text-anchor:start">'
+            yield escape(('%.1f' % (environment.getattr(l_1_loop, 'index0') / t_2((undefined(name='bars') if l_0_bars is missing else l_0_bars)))))
+            yield '</text>'
+        yield '  </g>\n'
+    l_1_loop = l_1_b = missing
+    yield '  <text x="598" y="155" class="axis" style="text-anchor:end">1.0</text>\n  <line class="cut" x1="'
+    yield escape((undefined(name='cut_x') if l_0_cut_x is missing else l_0_cut_x))
+    yield '" x2="'
+    yield escape((undefined(name='cut_x') if l_0_cut_x is missing else l_0_cut_x))
+    yield '" y1="0" y2="140"><title>flagged from '
+    yield escape(('%.2f' % (undefined(name='cut') if l_0_cut is missing else l_0_cut)))
+    yield ' (median + '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
+    yield ' × scale)</title></line>\n</svg>\n<p class="muted small">Bar heights on a square-root scale. '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs_matching'))
+    yield ' of the '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs_total'))
+    yield " pairs share any passage once the course's code and passages common to more than "
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common'))
+    yield ' submissions are removed; the others are at 0. '
+    yield escape(('Among the matching pairs' if (environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'spread_over') == 'matching') else 'Over every pair (too few match to rank against them alone)'))
+    yield ' the median is '
+    yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'median')))
+    yield ' and the MAD '
+    yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'mad')))
+    yield ' (quartiles '
+    yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'q1')))
+    yield ' and '
+    yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'q3')))
+    yield '); the highest pair is at '
+    yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'max_similarity')))
+    yield '. The dashed line is the cut-off for code alone, '
+    yield escape(('%.2f' % (undefined(name='cut') if l_0_cut is missing else l_0_cut)))
+    yield ': the median plus '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
+    yield ' robust deviations ('
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
+    yield ' × '
+    yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'scale')))
+    yield ').</p>\n\n<h2 id="flagged">Flagged pairs</h2>\n'
+    if (undefined(name='shown') if l_0_shown is missing else l_0_shown):
+        pass
+        l_1_loop = missing
+        for l_1_s, l_1_loop in LoopContext((undefined(name='shown') if l_0_shown is missing else l_0_shown), undefined):
+            _loop_vars = {}
+            pass
+            yield '<section class="pair flagged" id="pair-'
+            yield escape(environment.getattr(l_1_loop, 'index'))
+            yield '">\n  <h3>'
+            yield escape(environment.getattr(l_1_loop, 'index'))
+            yield '. <code>'
+            yield escape(environment.getattr(environment.getattr(l_1_s, 'pair'), 'a'))
+            yield '</code> and <code>'
+            yield escape(environment.getattr(environment.getattr(l_1_s, 'pair'), 'b'))
+            yield '</code>: '
+            yield escape(('%.2f' % environment.getattr(environment.getattr(l_1_s, 'pair'), 'similarity')))
+            yield ' <span class="chip warn">z = '
+            yield escape(('%.1f' % environment.getattr(environment.getattr(l_1_s, 'pair'), 'z')))
+            yield '</span>'
+            if environment.getattr(environment.getattr(l_1_s, 'pair'), 'rare_causes'):
+                pass
+                yield ' <span class="chip deduction">shared rare mistake</span>'
+            yield '</h3>\n  <p>'
+            yield escape(environment.getattr(l_1_s, 'why'))
+            yield '</p>\n'
+            if environment.getattr(environment.getattr(l_1_s, 'pair'), 'rare_words'):
+                pass
+                yield '<p><strong>'
+                yield escape(environment.getattr(environment.getattr(l_1_s, 'pair'), 'rare_words'))
+                yield '.</strong></p>'
+            yield '  <p class="muted small">Normalised match '
+            yield escape(('%.2f' % environment.getattr(environment.getattr(l_1_s, 'pair'), 'normalised')))
+            yield ', verbatim match '
+            yield escape(('%.2f' % environment.getattr(environment.getattr(l_1_s, 'pair'), 'verbatim')))
+            yield '.</p>\n  <div class="sides">\n'
+            l_2_loop = missing
+            for l_2_side, l_2_loop in LoopContext((environment.getattr(l_1_s, 'a'), environment.getattr(l_1_s, 'b')), undefined):
+                _loop_vars = {}
+                pass
+                yield '    <div>\n      <h4>'
+                if environment.getattr(l_2_side, 'href'):
+                    pass
+                    yield '<a href="'
+                    yield escape(environment.getattr(l_2_side, 'href'))
+                    yield '">'
+                    yield escape(environment.getattr(l_2_side, 'id'))
+                    yield '</a>'
+                else:
+                    pass
+                    yield escape(environment.getattr(l_2_side, 'id'))
+                yield ' <span class="muted small">'
+                yield escape(environment.getattr(l_2_side, 'score'))
+                yield '</span></h4>\n      <p class="small">'
+                if environment.getattr(l_2_side, 'causes'):
+                    pass
+                    yield 'Causes: '
+                    l_3_loop = missing
+                    for (l_3_cid, l_3_title), l_3_loop in LoopContext(environment.getattr(l_2_side, 'causes'), undefined):
+                        _loop_vars = {}
+                        pass
+                        yield escape(l_3_title)
+                        yield ' <span class="chip">'
+                        yield escape(l_3_cid)
+                        yield '</span>'
+                        yield escape(('; ' if (not environment.getattr(l_3_loop, 'last')) else cond_expr_undefined("the inline if-expression on line 65 in 'similarity.html.j2' evaluated to false and no else section was defined.")))
+                    l_3_loop = l_3_cid = l_3_title = missing
+                else:
+                    pass
+                    yield 'No cause named.'
+                yield '</p>\n      <p class="muted small">'
+                yield escape(('%.0f' % (100 * environment.getattr(l_2_side, 'share'))))
+                yield '% of this code matches'
+                if environment.getattr(l_2_side, 'lines'):
+                    pass
+                    yield ' (lines '
+                    yield escape(environment.getattr(l_2_side, 'lines'))
+                    yield ')'
+                yield '.</p>\n      <pre>'
+                for (l_3_text, l_3_hl) in environment.getattr(l_2_side, 'pieces'):
+                    _loop_vars = {}
+                    pass
+                    if l_3_hl:
+                        pass
+                        yield '<mark>'
+                        yield escape(l_3_text)
+                        yield '</mark>'
+                    else:
+                        pass
+                        yield escape(l_3_text)
+                l_3_text = l_3_hl = missing
+                yield '</pre>\n    </div>\n'
+            l_2_loop = l_2_side = missing
+            yield '  </div>\n</section>\n'
+        l_1_loop = l_1_s = missing
+        if (undefined(name='more') if l_0_more is missing else l_0_more):
+            pass
+            yield '<p class="muted">'
+            yield escape((undefined(name='more') if l_0_more is missing else l_0_more))
+            yield ' more flagged pairs are listed in the table below and in similarity.csv.</p>'
+    else:
+        pass
+        yield '<p class="muted">No pair stands out from this class: no pair\'s similarity is '
+        yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
+        yield ' robust deviations above the median, nor '
+        yield escape((environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag') - environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'rare_bonus')))
+        yield ' with a shared rare mistake.</p>\n'
+    yield '\n<h2 id="all">Pairs above the floor</h2>\n'
+    if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs'):
+        pass
+        yield '<div class="scroll">\n<table>\n  <thead><tr><th>Pair</th><th>Similarity</th><th>z</th><th>Flagged</th><th>Shared rare causes</th><th>Lines</th></tr></thead>\n  <tbody>\n'
+        for l_1_p in environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs'):
+            l_1_spans = resolve('spans')
+            _loop_vars = {}
+            pass
+            yield '  <tr><td><code>'
+            yield escape(environment.getattr(l_1_p, 'a'))
+            yield '</code> · <code>'
+            yield escape(environment.getattr(l_1_p, 'b'))
+            yield '</code></td><td class="pts">'
+            yield escape(('%.3f' % environment.getattr(l_1_p, 'similarity')))
+            yield '</td><td class="pts">'
+            yield escape(('%.1f' % environment.getattr(l_1_p, 'z')))
+            yield '</td><td>'
+            yield escape(('yes' if environment.getattr(l_1_p, 'flagged') else ''))
+            yield '</td><td class="small">'
+            yield escape(t_1(context.eval_ctx, environment.getattr(l_1_p, 'rare_causes'), ', '))
+            yield '</td><td class="small">'
+            yield escape(context.call((undefined(name='spans') if l_1_spans is missing else l_1_spans), environment.getattr(l_1_p, 'lines_a'), _loop_vars=_loop_vars))
+            yield ' · '
+            yield escape(context.call((undefined(name='spans') if l_1_spans is missing else l_1_spans), environment.getattr(l_1_p, 'lines_b'), _loop_vars=_loop_vars))
+            yield '</td></tr>\n'
+        l_1_p = l_1_spans = missing
+        yield '  </tbody>\n</table>\n</div>\n'
+    else:
+        pass
+        yield '<p class="muted">No pair lies a robust deviation above the median.</p>\n'
+    yield '\n<footer id="method">\n  <dl>\n    <dt>Matching</dt><dd>'
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'library'))
+    yield ': winnowed fingerprints of Pygments tokens, in two passes. Normalised: names, strings and comments do not count, and a match must span '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'noise'))
+    yield ' normalised characters. Verbatim: the raw text, matches of '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'verbatim_noise'))
+    yield " characters. The code compared is what the grader kept of each submission (a notebook's definitions, not its demo cells).</dd>\n    <dt>Boilerplate</dt><dd>"
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'boilerplate_files'))
+    yield " files of the course's own code. Both passes remove what students are given (the student template, and any file given with --boilerplate); the normalised pass also removes the reference and its correct variants, to which an honest head may normalise, while the verbatim pass keeps them: no student is given their text, so a leaked reference handed in twice shows there. Both passes also remove the passages found in more than "
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common'))
+    yield ' submissions ('
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common_dropped'))
+    yield " in the normalised pass), which are nobody's; so a ring of more than "
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common'))
+    yield " copies of one head hides itself (rerun with a larger --common to look for one).</dd>\n    <dt>Similarity</dt><dd>The mean share of the two heads' code inside shared passages, from 0 to 1; the larger of the two passes.</dd>\n    <dt>Flagged</dt><dd>z = (similarity − median) / scale, over this class's "
+    yield escape(('matching pairs' if (environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'spread_over') == 'matching') else 'pairs'))
+    yield ' (scale: 1.4826 × MAD, at least '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'scale_floor'))
+    yield '); flagged at z ≥ '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
+    yield ', or z ≥ '
+    yield escape((environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag') - environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'rare_bonus')))
+    yield ' when the two share a cause that at most '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'rare_max'))
+    yield ' of the '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'graded'))
+    yield ' graded heads have (from each head\'s diagnosis).</dd>\n    <dt>Files</dt><dd><a href="similarity.csv">similarity.csv</a> (a, b, similarity, flagged, rare_causes, lines_a, lines_b): every pair above the floor of one robust deviation, and every flagged pair. Line numbers are of the code compared, shown above: for a .py its own lines; for a notebook the module the grader made of it, whose <code># ---- cell N ----</code> lines name the cells.</dd>\n  </dl>\n</footer>\n</main>\n</body>\n</html>\n'
+
+blocks = {}
+debug_info = '8=31&26=38&27=40&28=42&33=44&35=47&41=57&42=61&43=67&44=75&45=84&49=94&51=102&54=128&55=131&56=135&57=137&58=151&59=153&60=159&62=164&64=168&65=181&66=198&67=206&73=222&75=230&79=235&84=238&85=243&96=265&97=271&99=279'
