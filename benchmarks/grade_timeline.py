@@ -14,6 +14,7 @@ copies the test file beside the reference too), run ``--runs`` times; the run wi
 3. ``python -X importtime``'s twelve largest imports of the grader process (cumulative), and the plain property
    script's and ``python -c "import torch"``'s wall times on the same machine for scale.
 
+This checkout's bytecode is compiled first, as ``pip install`` compiles an installed grader's.
 ``--windows`` runs the Windows Python of ../shared/windows under Wine (``wrun``; set it up with ``setup.sh
 --project-only .``) instead of this machine's.
 """
@@ -21,6 +22,7 @@ copies the test file beside the reference too), run ``--runs`` times; the run wi
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -188,6 +190,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--windows", action="store_true", help="the Windows Python under Wine (../shared/windows)")
     args = ap.parse_args()
+    compileall.compile_dir(REPO / "grader", quiet=1)  # as `pip install` leaves it, whatever PYTHONDONTWRITEBYTECODE
     with tempfile.TemporaryDirectory(prefix="step4-timeline-") as tmp:
         work = Path(tmp)
         shutil.copy(args.head, work / "attention_head.py")
