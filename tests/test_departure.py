@@ -178,7 +178,8 @@ def test_the_departure_is_found_at_its_line_with_fitting_words(name: str, head_o
 
 
 def test_a_named_cause_carries_the_line_of_its_departure(head_of: Diagnose) -> None:
-    """no_scaling found by the error model, at the line where the unscaled scores are first used."""
+    """no_scaling found by the error model, at the line that computes the scores, where the scale belongs (issue
+    35: not the mask's line, where the unscaled scores are first used)."""
     [d] = head_of(
         """
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
@@ -192,7 +193,7 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
 """
     )
     assert (d.id, d.kind) == ("no_scaling", "mutation")
-    assert d.where is not None and "masked_fill" in d.where.code
+    assert d.where is not None and d.where.code == "s = q @ k.transpose(-2, -1)"
     assert d.departure is not None and "never divided by sqrt(d_k)" in d.departure.description
     assert d.departure.expected is not None and d.departure.produced is not None
 

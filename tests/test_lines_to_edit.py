@@ -201,3 +201,60 @@ def test_what_a_line_reads_is_read_defensively() -> None:
     forged = [good, {**good, "line": "10"}, {**good, "value": "5"}, {**good, "value": float("nan")}, 7, None]
     assert _bounds(forged) == (Bound("d_k", "attention_head.py", 10, "d_k = X.shape[-1]", 5.0),)
     assert _bounds("not a list") == ()
+
+
+def _graded(tmp_path: Path, rubric: Rubric, pool: WorkerPool, name: str) -> GradeResult:
+    """``grade`` of a head of tests/lines_to_edit/ (every pass of the diagnosis, the widths' included)."""
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(HEADS / f"{name}.py", folder / "attention_head.py")
+    return grade(folder, rubric, pool=pool, visuals=False)
+
+
+# issue 35, item 1: a multi-head skeleton used with one head computes every stage with a (B, 1, T, *) head axis;
+# the axis is a layout, each mistake is named at its own line (before: at matmul(weights, v), or at no line)
+ONE_HEAD = {
+    "one_head_diagonal_dropout": {
+        "mask_excludes_diagonal": "device=x.device), diagonal=0)",
+        "dropout_left_on": "attn = self.attn_dropout(attn)",
+    },
+    "one_head_fill": {"leaky_mask_fill": "scores = scores.masked_fill(future, -100.0)"},
+    "one_head_unscaled": {"no_scaling": "scores = torch.matmul(q, k.transpose(-2, -1))  # (B, h, T, T)"},
+}
+
+
+@pytest.mark.parametrize("name", ONE_HEAD)
+def test_a_head_axis_of_size_one_is_no_departure(name: str, tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
+    result = _graded(tmp_path, rubric, pool, name)
+    said = {d.id: d for d in result.diagnosis if not d.id.startswith("missing:")}
+    assert set(said) == set(ONE_HEAD[name]), said
+    for cid, code in ONE_HEAD[name].items():
+        where = said[cid].where
+        assert where is not None and where.line == line_of(HEADS / f"{name}.py", code), (cid, where)
+    assert not any(d.id.startswith("departure:") for d in result.diagnosis)
+
+
+def test_queries_never_projected_are_one_cause_at_the_line_that_takes_x(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Issue 35, item 5: ``q = X`` named as such where the projection belongs, and the crash its width makes
+    where d_k != d is the same choice (before: a width crash at the scores line beside a departure)."""
+    result = _graded(tmp_path, rubric, pool, "queries_never_projected")
+    [d] = [d for d in result.diagnosis if not d.id.startswith("missing:")]
+    assert d.id == "no_query_projection" and "`q = X`" in d.title, d
+    assert d.where is not None and d.where.line == line_of(HEADS / "queries_never_projected.py", "q = X")
+    assert {"reference_match", "score_scaling", "numerical_stability"} <= set(d.explains)
+
+
+def test_values_never_projected_keep_their_line_beside_a_wrong_scale(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The scale's departure is the scale's alone: the values' mutation, which leaves the scores as they were, is
+    pointed at ``v = X`` (before: at no line)."""
+    result = _graded(tmp_path, rubric, pool, "values_never_projected_scaled_by_dk")
+    said = {d.id: d for d in result.diagnosis if not d.id.startswith("missing:")}
+    assert set(said) == {"scale_by_dk", "no_value_projection"}, said
+    path = HEADS / "values_never_projected_scaled_by_dk.py"
+    assert said["no_value_projection"].where is not None
+    assert said["no_value_projection"].where.line == line_of(path, "v = X")
+    assert said["scale_by_dk"].where is not None and "/ k.shape[-1]" in said["scale_by_dk"].where.code

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,7 +61,7 @@ NAMES = {
     "out": "the output A V",
 }
 # the order a head computes its slots in: a departure is explained by the first mutations in this order
-ORDER = ("projections", "scale", "dtype", "switch", "mask", "softmax", "randomness")
+ORDER = ("projections", "values", "scale", "dtype", "switch", "mask", "softmax", "randomness")
 RTOL, ATOL = 1e-9, 1e-12  # float64 agreement; float32 rounding shows as a departure (described as such)
 
 
@@ -187,7 +188,11 @@ def traced(
     left_raw = header.get("left")
     left = {str(k): at for k, v in left_raw.items() if (at := _site(v))} if isinstance(left_raw, dict) else {}
     aliases_raw = header.get("aliases")
-    aliases = [at for a in aliases_raw if (at := _site(a))] if isinstance(aliases_raw, list) else []
+    aliases = [
+        {**at, "var": str(a.get("var", ""))[:80], "input": str(a.get("input", ""))[:80]}
+        for a in (aliases_raw if isinstance(aliases_raw, list) else [])
+        if (at := _site(a))
+    ]
     result = header.get("result")
     items = result.get("items", []) if isinstance(result, dict) else []
     returns = [values.get(str(i.get("name", ""))) if isinstance(i, dict) else None for i in items or []]
@@ -346,6 +351,7 @@ def departures(
     """Every departure of ``trace`` from the model followed (``chain[0]``, the lecture's, then each mutation's
     as it explains one), in order; the first that no model explains is the last."""
     T = int(tensors["X"].shape[1])  # the probe's length (a head that runs at one length only: that one)
+    trace = _one_head(trace, T)
     derived = _derived(trace)
     level, reached = 0, -1
     good: dict[int, str] = {}
@@ -388,7 +394,7 @@ def departures(
                     nxt = (j, h)
                     break
         if nxt is not None:
-            explained = tuple(m for step in chain[level + 1 : nxt[0] + 1] for m in step[0])
+            explained = _changing(chain, level, *nxt)
         due = nxt[1] if nxt and nxt[1] in stages and match(r, chain[nxt[0]][1]) else _due(r, stages, reached)
         site = _dropped(trace, r, good, reached) or r
         viewed = _viewed(trace, r, T)
@@ -412,14 +418,17 @@ def departures(
             words = f"{NAMES[good[site.index]]} computed here is never used: nothing after it reads the result"
             if site.op.endswith("masked_fill") or site.op == "masked_fill":
                 words += " (masked_fill returns a new tensor: assign it, or use masked_fill_)"
-            found.append(Departure(site, good[site.index], words, stages[good[site.index]], explained, causal))
+            found.append(Departure(site, good[site.index], words, stages.get(good[site.index]), explained, causal))
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
             words = describe(r, due, stages, tensors, causal)
-            alias = next((a for a in trace.aliases if words.startswith("X used where")), None)
+            operand = _operand_site(trace, tensors, *SUBSTITUTIONS[words]) if words in SUBSTITUTIONS else None
             made = _made_elsewhere(trace, viewed or r, _wrong_numbers(r, due, stages, tensors, causal))
-            if alias is not None:  # the input bound where a projection belongs: that line
-                at = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
+            unscaled = _scores_line(trace, r, good) if words.startswith(UNSCALED) else None
+            if operand is not None:  # the input (or the wrong projection) taken where a projection belongs
+                at = replace(r, file=str(operand["file"]), line=int(operand["line"]), code=str(operand["code"]))
+            elif unscaled is not None:  # no scale at all: it belongs where the scores are computed
+                at = replace(r, file=unscaled.file, line=unscaled.line, code=unscaled.code)
             elif made is not None:  # the number that had to change was made on another line: that line
                 use = viewed or r
                 words += f"; `{made.var}` = {made.value:.6g} is set here and used at line {use.line}: `{use.code}`"
@@ -430,6 +439,131 @@ def departures(
         level = nxt[0]
         reached = RANK[nxt[1]] if match(r, chain[level][1]) else reached
     return found
+
+
+UNSCALED = "the scores Q K^T, never divided by sqrt(d_k)"
+
+
+def _scores_line(trace: Trace, r: Record, good: dict[int, str]) -> Record | None:
+    """The record ``r`` was computed from that first holds the scores Q K^T (a scale forgotten altogether belongs
+    where they are computed, ``q @ k.T / sqrt(d_k)``, not at a padding mask that left them as they were)."""
+    found = [int(a[2:]) for a in _ancestors(trace, r) if good.get(int(a[2:])) == "scores"]
+    if not found:
+        return None
+    by = {x.index: x for x in trace.records}
+    return by.get(min(found))
+
+
+# the words of a projection left out or swapped (_swapped): the operand it stands for, and where it came from
+SUBSTITUTIONS = {
+    "X used where Q = X W_Q and K = X W_K belong: W_Q and W_K are never applied": ("Q", "X"),
+    "X used where Q = X W_Q belongs: W_Q is never applied": ("Q", "X"),
+    "X used where K = X W_K belongs: W_K is never applied": ("K", "X"),
+    "X W_Q used where K = X W_K belongs: the keys come from the query projection": ("K", "W_Q"),
+    "X W_K used where Q = X W_Q belongs: the queries come from the key projection": ("Q", "W_K"),
+    "X used where V = X W_V belongs: W_V is never applied": ("V", "X"),
+}
+SUBSTITUTED = {  # the error model's projections swapped: their words
+    "no_value_projection": "X used where V = X W_V belongs: W_V is never applied",
+    "keys_from_query_projection": "X W_Q used where K = X W_K belongs: the keys come from the query projection",
+}
+
+
+def _operand_site(trace: Trace, tensors: dict[str, torch.Tensor], role: str, source: str) -> dict[str, Any] | None:
+    """Where the operand ``role`` (Q, K or V) of the head's product took ``source`` (the input X, or the other
+    projection) in place of its own projection: the first line of its chain that reads that input (``v =
+    x.view(...)``, ``"k_proj.weight": W_Q.T``), the line binding a name to the input itself (``q = X``), or the
+    product's own line when it reads the input there (``w @ X``)."""
+    found = _product(trace, tensors, role, source)
+    if found is None:
+        return None
+    p, name = found
+    wanted = "in:X" if source == "X" else f"in:{source}"
+    if name.startswith("in:"):
+        return _bound(trace, p, name, role == "Q") or where_of(p)
+    by = {f"v:{x.index}": x for x in trace.records}
+    chain = [by[a] for a in (_ancestors(trace, by[name]) | {name}) if a in by]
+    reading = sorted((x for x in chain if wanted in x.reads), key=lambda x: x.index)
+    if not reading:
+        return where_of(by[name])
+    return _bound(trace, reading[0], wanted, role == "Q") or where_of(reading[0])
+
+
+def _bound(trace: Trace, r: Record, name: str, first: bool) -> dict[str, Any] | None:
+    """The line that bound a name ``r``'s line reads to input ``name`` itself (``k = X`` for ``q @ k.T``): of
+    those it reads, the first in its code (the queries' operand) when ``first``, else the last."""
+    words = re.findall(r"\w+", r.code)
+    named = [a for a in trace.aliases if a.get("input") == name and str(a.get("var", "")) in words]
+    if not named:
+        return None
+    at = sorted(named, key=lambda a: words.index(str(a.get("var", ""))))
+    return at[0] if first else at[-1]
+
+
+def _product(trace: Trace, tensors: dict[str, torch.Tensor], role: str, source: str) -> tuple[Record, str] | None:
+    """The product that multiplies in operand ``role`` (the scores Q K^T for Q and K, A V for V) where that operand
+    is ``source``'s (X, or X W_Q / X W_K), and the read that holds it."""
+    X = tensors["X"]
+    wrong = X if source == "X" else X @ tensors[source]
+    by = {f"v:{x.index}": x for x in trace.records}
+    T = X.shape[1]
+
+    def value(name: str) -> torch.Tensor | None:
+        v = tensors.get(name[3:]) if name.startswith("in:") else by[name].value if name in by else None
+        return v.squeeze(1) if v is not None and v.dim() == 4 and v.shape[1] == 1 else v
+
+    for p in trace.records:
+        out = value(f"v:{p.index}")
+        if len(p.reads) < 2 or out is None or out.dim() != 3 or out.shape[1] != T:
+            continue
+        first, last = value(p.reads[0]), value(p.reads[-1])
+        if first is None or last is None:
+            continue
+        if role == "V":
+            if tuple(first.shape[-2:]) != (T, T) or out.shape[-1] == T:
+                continue
+            got, name = last, p.reads[-1]
+        else:
+            if tuple(out.shape[-2:]) != (T, T):
+                continue
+            got, name = (first, p.reads[0]) if role == "Q" else (last, p.reads[-1])
+        for form in (wrong, wrong.transpose(-2, -1)):
+            if got.shape == form.shape and _equal(got, form):
+                return p, name
+    return None
+
+
+def _one_head(trace: Trace, T: int) -> Trace:
+    """The trace with each value that carries a head axis of size 1 after the batch, (B, 1, T, n) or K^T's
+    (B, 1, n, T), read as the (B, T, n) it holds: a multi-head skeleton used with one head (issue 35, item 1)
+    computes the lecture's stages in that layout, and the axis itself is never a departure."""
+    if not any(_head_axis(r, T) for r in trace.records):
+        return trace
+    records = [
+        replace(r, value=r.value.squeeze(1)) if _head_axis(r, T) and r.value is not None else r for r in trace.records
+    ]
+    return replace(trace, records=records)
+
+
+def _head_axis(r: Record, T: int) -> bool:
+    v = r.value
+    return v is not None and v.dim() == 4 and v.shape[0] == PROBE_B and v.shape[1] == 1 and T in v.shape[2:]
+
+
+def _changing(chain: list[tuple[Combo, dict[str, torch.Tensor]]], level: int, to: int, stage: str) -> Combo:
+    """The mutations of the steps from ``level`` to ``to`` that change ``stage`` (a step that leaves it as it was,
+    such as values never projected before a wrong scale, is not what departs there); all of them when none
+    does."""
+    steps = range(level + 1, to + 1)
+    changing = [
+        m
+        for j in steps
+        if stage not in chain[j - 1][1]
+        or stage not in chain[j][1]
+        or not _equal(chain[j][1][stage], chain[j - 1][1][stage])
+        for m in chain[j][0]
+    ]
+    return tuple(changing) or tuple(m for j in steps for m in chain[j][0])
 
 
 def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Record | None:
@@ -951,12 +1085,34 @@ def follow(
         chain = models(tensors, causal, combo, fitted, theirs)
         if not chain:
             continue
-        for dep in departures(trace, chain, tensors, causal):
+        deps = departures(trace, chain, tensors, causal)
+        for dep in deps + _swapped_sites(trace, combo, found + deps, tensors, causal):
             dep.context = trace.context.get(dep.record.file, {})
             same = (dep.record.file, dep.record.line, dep.explained_by)
             if not any((f.record.file, f.record.line, f.explained_by) == same for f in found):
                 found.append(dep)
     return found
+
+
+def _swapped_sites(
+    trace: Trace, combo: Combo, found: list[Departure], tensors: dict[str, torch.Tensor], causal: bool
+) -> list[Departure]:
+    """A departure for each projection of the error model found that no departure shows: the values X W_V
+    averaged as X, or the keys taken from W_Q, leave no stage of their own when a later mutation's model is
+    followed (issue 35, item 5); their line is where the operand took the wrong input."""
+    out = []
+    shown = {m for d in found for m in d.explained_by}
+    for m in combo:
+        if m not in SUBSTITUTED or m in shown or not causal:
+            continue
+        words = SUBSTITUTED[m]
+        site = _operand_site(trace, tensors, *SUBSTITUTIONS[words])
+        if site is None:
+            continue
+        role = SUBSTITUTIONS[words][0]
+        at = Record(-1, "", str(site["file"]), int(site["line"]), str(site["code"]), (), None)
+        out.append(Departure(at, role, words, None, (m,), causal))
+    return out
 
 
 def _returned_weights(trace: Trace) -> torch.Tensor | None:

@@ -163,7 +163,11 @@ def _examine(
     stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
     combo, fitted = found if found is not None else ((), {})
     causes = run("one_choice", causes, _one_choice, causes, slips, bad)
-    causes = run("point", causes, point, head, causes, failing, combo, fitted, where.flags, where.length, where.square)
+    causes = run(
+        "point", causes, point, head, causes, failing, combo, fitted, where.flags, where.length, where.square,
+        frozenset(passed),
+    )  # fmt: skip
+    causes = run("one_choice", causes, _projection_widths, causes)
     return Examination(_explained(causes, failing), where, stopped, passes.error())
 
 
@@ -385,6 +389,30 @@ def _width_of_values(causes: list[Diagnosis]) -> list[Diagnosis]:
         return causes
     explains = sorted({*values.explains, *breach.explains})
     return [c.model_copy(update={"explains": explains}) if c is values else c for c in causes if c is not breach]
+
+
+# a projection left out (named from the trace, after the crashes and breaches): the width it leaves, per id
+WIDTHS = {
+    "no_query_projection": "d_k ≠ d",
+    "no_key_projection": "d_k ≠ d",
+    "no_query_key_projection": "d_k ≠ d",
+    "no_value_projection": "d_v ≠ d",
+}
+
+
+def _projection_widths(causes: list[Diagnosis]) -> list[Diagnosis]:
+    """A projection left out and what its width does, one cause (issue 35, item 5): the crash of a head that runs
+    only where that width equals d (Q K^T of X and X W_K), and the breach of out's width (values never
+    projected), are the projection's: their checks are its, charged once at its price, at its line."""
+    causes = _width_of_values(causes)
+    for cid, width in WIDTHS.items():
+        own = next((c for c in causes if c.id == cid), None)
+        crash = next((c for c in causes if c.id == "width_crash" and width in c.title), None)
+        if own is None or crash is None:
+            continue
+        explains = sorted({*own.explains, *crash.explains})
+        causes = [c.model_copy(update={"explains": explains}) if c is own else c for c in causes if c is not crash]
+    return causes
 
 
 SCALE_TENSOR = "scale_tensor_in_float32"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-SLOTS = ("scale", "switch", "mask", "softmax", "dtype", "randomness", "projections")
+SLOTS = ("scale", "switch", "mask", "softmax", "dtype", "randomness", "projections", "values")
 
 MUTATIONS: dict[str, tuple[str, ...]] = {
     "scale": ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant"),
@@ -38,7 +38,9 @@ MUTATIONS: dict[str, tuple[str, ...]] = {
     "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
     "dtype": ("softmax_in_float32", "scale_in_float32"),
     "randomness": ("dropout_left_on",),
-    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection"),
+    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection"),
+    # its own slot: values never projected compose with the keys' projection and the weights returned (issue 35)
+    "values": ("no_value_projection",),
 }
 SLOT_OF = {m: slot for slot, ms in MUTATIONS.items() for m in ms}
 FITTED = {
@@ -153,7 +155,7 @@ def forward(
         theirs = theirs.transpose(-2, -1)
     q = X @ W_Q  # (B, T, d_k)
     k = X @ (W_Q if proj == "keys_from_query_projection" else W_K)  # (B, T, d_k)
-    v = X if proj == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
+    v = X if _pick(combo, "values") == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
     raw = k @ q.transpose(-2, -1) if proj == "scores_transposed" else q @ k.transpose(-2, -1)  # (B, T, T)
     seen = stages if stages is not None else {}
     seen.update(Q=q, K=k, V=v, scores=raw)

@@ -22,8 +22,8 @@ from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, Trace, follow, probe, traced
 from grader.diagnosis._intervene import INTERVENE, intervene
 from grader.diagnosis._known import PROBES
-from grader.diagnosis._mutations import Combo
-from grader.diagnosis._naming import LEAKY, SELF_CONTAINED
+from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
+from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
 from grader.diagnosis._where import ATTENTION, SIZE_CRASH
 from grader.head import CORE, Head, ImportFailure, StudentFailure
 from grader.models import CheckResult, Diagnosis, SourceLine
@@ -44,9 +44,11 @@ def point(
     flags: tuple[bool, ...] = (True, False),
     length: int | None = None,
     square: bool = False,
+    passed: frozenset[str] = frozenset(),
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes (traced where the head
-    runs: at ``length``, with ``flags``, with d_k = d_v = d when ``square``)."""
+    runs: at ``length``, with ``flags``, with d_k = d_v = d when ``square``); one whose words are a catalog
+    cause's that no check in ``passed`` rules out is named as that cause."""
     once = cache(lambda: traced(head, probe(length, square), True))  # one traced call on the probe serves all three
     out = _forbidden_lines(once, _left_torch(once, _crash_lines(head, causes, length)), failing)
     out = _return_lines(once, out)
@@ -70,6 +72,7 @@ def point(
     if unexplained and left:
         dep = left[0]
         stage = dep.stage
+        named = _named(dep, unexplained, {c.id for c in failing}, passed)
         title, hint, cites = cause(f"departure:{stage}").words(
             stage=TITLES.get(stage, stage),
             stage_name=NAMES.get(stage, stage),
@@ -77,10 +80,16 @@ def point(
             line=dep.record.line,
             file=dep.record.file,
         )
-        made = Diagnosis(
+        made = named or Diagnosis(
             id=f"departure:{stage}", title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained
         )
-        out.append(_with(made, dep))
+        same = next((k for k, c in enumerate(out) if c.id == made.id), None)
+        if same is None:
+            out.append(_with(made, dep))
+        else:  # the cause the search named already: the checks left are its too, and so is the line
+            c = out[same]
+            c = c.model_copy(update={"explains": sorted({*c.explains, *made.explains})})
+            out[same] = c if c.where is not None else _with(c, dep)
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
         out = _intervened(head, out, valued, flags)
     return out
@@ -122,6 +131,61 @@ def _intervened(
         out.append(_with(made, Departure(shown, i.stage, i.description, i.expected, (), i.causal, dict(i.context))))
         at.add((i.at.file, i.at.line))
     return out
+
+
+# A departure whose words are one the error model's or the catalog's causes: that cause, with its words and price
+# (issue 35, item 4: the catalog names, the trace finds). The number is a fitted constant's, where it has one.
+_NUMBER = r"(?P<c>-?[\d.]+(?:e[-+]?\d+)?)"
+NAMED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), cid)
+    for pattern, cid in (
+        (rf"^the future keys filled with {_NUMBER} instead of -inf", "weak_mask_fill"),
+        (rf"^{_NUMBER} above the diagonal \(the future keys j > i\) where the lecture has -inf", "weak_mask_fill"),
+        (rf"^{_NUMBER} added to the future keys instead of -inf", "weak_mask_constant"),
+        (r"^hides the diagonal too", "mask_excludes_diagonal"),
+        (r"^hides only j > i \+ 1", "mask_leaks_by_one"),
+        (r"^hides the past \(j < i\)", "mask_transposed"),
+        (r"^hides everything the lecture keeps", "mask_inverted"),
+        (r"^-inf above the diagonal: the future keys are masked although causal=False", "causal_flag_ignored"),
+        (r"^the scores Q K\^T, never divided by sqrt\(d_k\)", "no_scaling"),
+        (r"^the scores times 1/d_k = ", "scale_by_dk"),
+        (r"^the scores times 1/sqrt\(d\) = ", "scale_by_sqrt_d_model"),
+        (r"^the scores times 1/sqrt\(T\) = ", "scale_by_sqrt_T"),
+        (r"^exp of the scores without first subtracting each row's max", "unstable_softmax"),
+        (rf"dropout with p = {_NUMBER} left on$", "dropout_left_on"),
+        (r"^rows that do not sum to 1: its columns sum to 1", "softmax_wrong_axis"),
+        (r"^rows that do not sum to 1: it sums to 1 over the batch", "softmax_over_batch"),
+        (r"^X used where V = X W_V belongs", "no_value_projection"),
+        (r"^X W_Q used where K = X W_K belongs", "keys_from_query_projection"),
+        (r"^X used where Q = X W_Q and K = X W_K belong", "no_query_key_projection"),
+        (r"^X used where Q = X W_Q belongs", "no_query_projection"),
+        (r"^X used where K = X W_K belongs", "no_key_projection"),
+    )
+)
+
+
+def _named(dep: Departure, unexplained: list[str], failed: set[str], passed: frozenset[str]) -> Diagnosis | None:
+    """The cause of the catalog ``dep``'s words describe, explaining the checks left and the failing ones it
+    breaks; None when its words are no cause's, or a passing check rules that cause out (it stays a departure
+    of its own)."""
+    for pattern, cid in NAMED_WORDS:
+        found = pattern.search(dep.description)
+        if found is None:
+            continue
+        if set(cause(cid).ruled_out_by) & passed:
+            return None
+        if cid in SLOT_OF:
+            number = found.groupdict().get("c")
+            fitted = {FITTED[cid]: float(number)} if number is not None and cid in FITTED else {}
+            if cid in FITTED and not fitted:
+                return None
+            named = mutation_cause(cid, fitted, failed)
+        else:
+            title, hint, cites = cause(cid).words(code=dep.record.code, line=dep.record.line)
+            explains = [c for c in violates(cid) if c in failed]
+            named = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=explains)
+        return named.model_copy(update={"explains": sorted({*named.explains, *unexplained})})
+    return None
 
 
 def _leaky(cid: str) -> str:
