@@ -216,7 +216,7 @@ def measurement_key(d_k: int, T: int, n_samples: int, seed: int) -> str:
 
 @cache
 def measured_ahead(module: ModuleType) -> dict[str, dict[str, float]]:
-    """The reference's Exercise 3 measurements made ahead (``python -m grader.oracle``), by key, while the reference
+    """The reference's Exercise 3 measurements made ahead (``python -m grader.visuals``), by key, while the reference
     is the very source they were made from; else none. The report's plot takes four of them in every grade at the
     rubric's seed, about 0.1 s of the grader's CPU while the worker answers (issue 37); any other is measured."""
     source = Path(str(module.__file__))
@@ -227,28 +227,6 @@ def measured_ahead(module: ModuleType) -> dict[str, dict[str, float]]:
     if stored.get("source_sha256") != hashlib.sha256(source.read_bytes()).hexdigest():
         return {}
     return dict(stored.get("values", {}))
-
-
-def measure_ahead() -> Path:
-    """Write the reference's Exercise 3 measurements at the default rubric's seed beside it (the report's plot)."""
-    from grader import library
-    from grader.checks._exercises import stats_seed
-    from grader.rubric import load_rubric
-    from grader.visuals import SCALE_DKS, SCALE_SAMPLES, SCALE_T
-
-    module = library.load_reference()
-    source = Path(str(module.__file__))
-    seed = stats_seed(load_rubric(None).seed)
-    values = {
-        measurement_key(d_k, SCALE_T, SCALE_SAMPLES, seed): dict(
-            module.score_scale_statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed)
-        )
-        for d_k in SCALE_DKS
-    }
-    stored = {"source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(), "values": values}
-    path = source.with_name(MEASURED_FILE)
-    path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
-    return path
 
 
 def load_oracle() -> Oracle:
@@ -269,7 +247,3 @@ def load_oracle() -> Oracle:
 
 def snapshot_path() -> Path:
     return bundled("snapshots") / SNAPSHOT_FILE
-
-
-if __name__ == "__main__":
-    print(f"wrote {measure_ahead()}")

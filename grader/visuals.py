@@ -16,12 +16,15 @@ Student code is reached only through :class:`grader.head.Head`; the reference ru
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 import threading
 import traceback
 from collections.abc import Callable
 from functools import partial
 from importlib import resources
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -30,7 +33,7 @@ from grader.checks._exercises import STAT_KEYS, STATS_DKS, STATS_SAMPLES, STATS_
 from grader.head import Head, StudentFailure
 from grader.inputs import Case, Shape
 from grader.models import Heatmap, KernelVisual, Panel, ScalePoint, ScaleVisual, SentenceVisual, Visuals
-from grader.oracle import Oracle
+from grader.oracle import MEASURED_FILE, Oracle, measurement_key
 
 SENTENCE_D, SENTENCE_DK, SENTENCE_DV = 16, 8, 8
 MAX_TOKENS = 12
@@ -209,3 +212,28 @@ def collect_visuals(head: Head, ref: Oracle, seed: int, measured: dict[str, obje
         else:
             visuals.problems.append(f"{name}: {problem}")
     return visuals
+
+
+def measure_ahead() -> Path:
+    """Write the reference's Exercise 3 measurements at the default rubric's seed beside it, the points of the
+    report's plot that every grade at that seed takes (:func:`grader.oracle.measured_ahead`)."""
+    from grader import library
+    from grader.rubric import load_rubric
+
+    module = library.load_reference()
+    source = Path(str(module.__file__))
+    seed = stats_seed(load_rubric(None).seed)
+    values = {
+        measurement_key(d_k, SCALE_T, SCALE_SAMPLES, seed): dict(
+            module.score_scale_statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed)
+        )
+        for d_k in SCALE_DKS
+    }
+    stored = {"source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(), "values": values}
+    path = source.with_name(MEASURED_FILE)
+    path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    print(f"wrote {measure_ahead()}")

@@ -17,7 +17,7 @@ from grader.visuals import SCALE_DKS, SCALE_SAMPLES, SCALE_T
 def test_the_stored_measurements_are_what_the_reference_measures_today() -> None:
     module = library.load_reference()
     stored = measured_ahead(module)
-    assert stored, f"{MEASURED_FILE} was made from another reference: run `python -m grader.oracle`"
+    assert stored, f"{MEASURED_FILE} was made from another reference: run `python -m grader.visuals`"
     seed = stats_seed(load_rubric(None).seed)
     for d_k in SCALE_DKS:
         live = dict(module.score_scale_statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed))

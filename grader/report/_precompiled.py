@@ -13,13 +13,11 @@ import hashlib
 import importlib
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
 PACKAGE = "grader.report.compiled"
-_FOLDER = Path(__file__).resolve().parent / "compiled"
 _HEADER = (
     "# Made by `python -m grader.report.compiled` from grader/report/templates/{name}: do not edit.\n"
     'FINGERPRINT = "{fingerprint}"\n'
@@ -50,9 +48,7 @@ def fingerprint(environment: jinja2.Environment, source: str) -> str:
 class PrecompiledLoader(jinja2.PackageLoader):
     """A package loader that takes a template's compiled module when it was made from this very source."""
 
-    def load(
-        self, environment: jinja2.Environment, name: str, globals: Any = None
-    ) -> jinja2.Template:
+    def load(self, environment: jinja2.Environment, name: str, globals: Any = None) -> jinja2.Template:
         source, _, _ = self.get_source(environment, name)
         try:
             module = importlib.import_module(f"{PACKAGE}.{module_name(name)}")
@@ -70,15 +66,3 @@ def compiled_source(environment: jinja2.Environment, name: str) -> str:
     source, filename, _ = environment.loader.get_source(environment, name)
     code = environment.compile(source, name, filename, raw=True, defer_init=True)
     return _HEADER.format(name=name, fingerprint=fingerprint(environment, source)) + str(code)
-
-
-def compile_all() -> None:
-    """Write every template's compiled module (``python -m grader.report.compiled``)."""
-    from grader.report.html import jinja_environment
-
-    environment = jinja_environment()
-    for old in _FOLDER.glob("t_*.py"):
-        old.unlink()
-    for name in environment.list_templates(extensions=["j2"]):
-        (_FOLDER / f"{module_name(name)}.py").write_text(compiled_source(environment, name), encoding="utf-8")
-        print(f"compiled {name}")
