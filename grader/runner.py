@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader._notebook import cell_label
 from grader._paths import bundled
@@ -24,9 +25,8 @@ from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
 from grader.checks._exercises import stats_seed
-from grader.diagnosis import Examination, attach_causes, cause_ids, examine, prices
 from grader.diagnosis._causes import caps
-from grader.diagnosis._where import Where
+from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
 from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
@@ -37,6 +37,10 @@ from grader.sandbox._pool import Cancelled
 from grader.scoring import provisional, tally
 from grader.submission import Prepared, contract_names, is_test_file, prepare
 from grader.visuals import collect_visuals, reference_scale
+
+if TYPE_CHECKING:
+    from grader.diagnosis import Examination
+    from grader.diagnosis._where import Where
 
 KIT_NOTE = (
     "Graded with the student kit: reference_match and the Gaussian checks compare with the reference's stored "
@@ -145,12 +149,14 @@ def grade(
             mark("checks done")
             exam = _examine(results, head, ref, rubric, seed)
             mark("diagnosis done")
-            again = _stopped_by_length(exam)
-            if again and (exam.where.runs_at is not None or exam.where.square):  # run them where the head runs
+            again = _stopped_by_length(exam) if exam else []
+            if exam and again and (exam.where.runs_at is not None or exam.where.square):  # where the head runs
                 results = _run_at_length(again, exam.where, lambda cid: run(cid, head), results, memo)
                 first, exam = exam, _examine(results, head, ref, rubric, seed)
-                exam = exam if exam.error or not first.error else replace(exam, error=first.error)
-            diagnosis = [_as_written(d, sub) for d in exam.causes]
+                if first.error and not (exam and exam.error):  # the first diagnosis's exception is still said
+                    exam = replace(exam, error=first.error) if exam else replace(first, causes=[], stopped=())
+            diagnosis = [_as_written(d, sub) for d in exam.causes] if exam else []
+            error = exam.error if exam else None
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             mark("pictures done")
             protections = list(sandbox.protections)
@@ -160,7 +166,7 @@ def grade(
         out = sandbox.output
     mark("sandbox closed")
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
-    checks = attach_causes(results, diagnosis)
+    checks = _attached(results, diagnosis)
     counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
     return GradeResult(
         submission=label,
@@ -169,8 +175,8 @@ def grade(
         max_score=sum(r.max_score for r in results if not r.extra_credit),
         scoring=counted.scoring,
         score_by_checks=counted.score_by_checks,
-        scoring_note=provisional(counted.note, exam.error),
-        diagnosis_error=exam.error,
+        scoring_note=provisional(counted.note, error),
+        diagnosis_error=error,
         checks=checks,
         diagnosis=counted.diagnosis,
         protections=protections,
@@ -394,11 +400,25 @@ def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:
     return d.model_copy(update={"where": w.model_copy(update=moved)})
 
 
-def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> Examination:
-    """The root causes of the failing checks. ``examine`` never raises: the grader's own exception in one of
-    its passes is recorded in ``Examination.error`` (then ``GradeResult.diagnosis_error``, shown on every
-    surface) and the other passes keep their causes (issue 35)."""
+def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> Examination | None:
+    """The root causes of the failing checks; None when no check failed: the diagnosis is imported only for a head
+    that fails something (about 50 ms of the grader's CPU that a passing head never needs, issue 37). ``examine``
+    never raises: the grader's own exception in one of its passes is recorded in ``Examination.error`` (then
+    ``GradeResult.diagnosis_error``, shown on every surface) and the other passes keep their causes (issue 35)."""
+    if not any(r.status in FAILING for r in results):
+        return None
+    from grader.diagnosis import examine
+
     return examine(results, head, ref, rubric, seed)
+
+
+def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:
+    """Each failing check with the ids of the causes that explain it (no cause: the results as they are)."""
+    if not diagnosis:
+        return list(results)
+    from grader.diagnosis import attach_causes
+
+    return attach_causes(results, diagnosis)
 
 
 # Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student
@@ -423,7 +443,11 @@ def _stopped_by_length(exam: Examination) -> list[str]:
 
 
 def _run_at_length(
-    again: list[str], where: Where, run: Callable[[str], CheckResult], results: list[CheckResult], memo: dict[str, object]
+    again: list[str],
+    where: Where,
+    run: Callable[[str], CheckResult],
+    results: list[CheckResult],
+    memo: dict[str, object],
 ) -> list[CheckResult]:
     """``results`` with the checks ``again`` run once more, every case they make of length ``T``: a head that
     takes only that length is judged there on every property that does not rest on the length (issue 24). A
@@ -442,7 +466,10 @@ def _run_at_length(
             "otherwise the check's own)."
         )
         again = [cid for cid in again if cid not in NOT_AT_WIDTH]
-    with at_length(T) if T is not None else contextlib.nullcontext(), at_model_width() if where.square else contextlib.nullcontext():
+    with (
+        at_length(T) if T is not None else contextlib.nullcontext(),
+        at_model_width() if where.square else contextlib.nullcontext(),
+    ):
         ran = [run(cid) for cid in again]
     # a check that errs or times out there was still not observed: its first verdict stays
     observed = [r for r in ran if r.status not in ("error", "timeout")]

@@ -18,21 +18,56 @@ only through :class:`grader.head.Head`. A correct head and a head that matches n
 wrong guess is worse than none.
 """
 
-from grader.diagnosis._bugs import snapshot as stored_bugs
-from grader.diagnosis._causes import model_cause_ids
-from grader.diagnosis._examine import (
-    Examination,
-    attach_causes,
-    caught_by,
-    count_causes,
-    count_diagnoses,
-    diagnose,
-    examine,
-    kit_cause_ids,
-    warm_diagnosis,
-)
-from grader.diagnosis._known import Seen, indistinguishable, same
-from grader.diagnosis._naming import cause_ids, prices
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.diagnosis._bugs import snapshot as stored_bugs
+    from grader.diagnosis._causes import model_cause_ids
+    from grader.diagnosis._examine import (
+        Examination,
+        attach_causes,
+        caught_by,
+        count_causes,
+        count_diagnoses,
+        diagnose,
+        examine,
+        kit_cause_ids,
+        warm_diagnosis,
+    )
+    from grader.diagnosis._known import Seen, indistinguishable, same
+    from grader.diagnosis._naming import cause_ids, prices
+
+# Exports resolve on first use: the engine (_examine and the passes it runs) is imported only for a head that fails
+# something, while the grader reads the catalog's ids and prices from the light modules (issue 37).
+_EXPORTS = {
+    "Examination": "_examine",
+    "Seen": "_known",
+    "attach_causes": "_examine",
+    "cause_ids": "_naming",
+    "caught_by": "_examine",
+    "count_causes": "_examine",
+    "count_diagnoses": "_examine",
+    "diagnose": "_examine",
+    "examine": "_examine",
+    "indistinguishable": "_known",
+    "kit_cause_ids": "_examine",
+    "model_cause_ids": "_causes",
+    "prices": "_naming",
+    "same": "_known",
+    "stored_bugs": "_bugs",
+    "warm_diagnosis": "_examine",
+}
+_RENAMED = {"stored_bugs": "snapshot"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'grader.diagnosis' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"grader.diagnosis.{_EXPORTS[name]}"), _RENAMED.get(name, name))
+
 
 __all__ = [
     "Examination",
