@@ -154,13 +154,15 @@ def _same_rows(some: list[tuple[str, torch.Tensor]]) -> bool:
     return a.shape == b.shape and bool((a == b).all())
 
 
+def _finite_inputs(case: Case) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in case.tensors().values())
+
+
 def compared_non_finite(case: Case, causal: bool, what: str, a: torch.Tensor, b: torch.Tensor) -> NonFinite | None:
     """The record of a comparison of ``a`` with ``b`` (values of the head on finite inputs) in which either holds
     a non-finite entry: the property was not observed there (None: every entry compared is finite)."""
-    if not all(bool(torch.isfinite(t).all()) for t in case.tensors().values()):
-        return None
     t = next((t for t in (a, b) if t.numel() and not bool(torch.isfinite(t).all())), None)
-    if t is None:
+    if t is None or not _finite_inputs(case):  # the values first: most are finite, and the inputs need no look then
         return None
     return NonFinite(case, causal, what, _kind([t]), True, _rows(what, t))
 
@@ -168,9 +170,9 @@ def compared_non_finite(case: Case, causal: bool, what: str, a: torch.Tensor, b:
 def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tensor) -> NonFinite | None:
     """The record of a call with finite inputs whose out or weights hold a non-finite entry; None otherwise.
     A record is ``partial`` when each of them keeps some finite number."""
-    if not all(bool(torch.isfinite(t).all()) for t in case.tensors().values()):
-        return None
     pairs = (("out", out), ("weights", weights))
+    if all(bool(torch.isfinite(t).all()) for _, t in pairs) or not _finite_inputs(case):  # the values first, as above
+        return None
     empty = [(what, t) for what, t in pairs if t.numel() and not bool(torch.isfinite(t).any())]
     if empty:
         return NonFinite(case, causal, " and ".join(w for w, _ in empty), _kind([t for _, t in empty]))
