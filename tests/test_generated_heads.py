@@ -137,6 +137,12 @@ def test_every_generated_cause_id_has_a_family() -> None:
             assert m.family in families(cid), (m.id, cid)
 
 
+def test_a_second_departure_at_one_stage_is_of_its_stages_kind() -> None:
+    """The grader names a second departure of one stage by its line (``departure:weights:32``)."""
+    assert families("departure:weights:32") == families("departure:weights") != frozenset()
+    assert families("departure:nope:3") == frozenset() and families("no_scaling:3") == frozenset()
+
+
 def test_judge_counts_what_the_grader_raised() -> None:
     record = {"result": None, "raised": None, "stderr": "Traceback (most recent call last):\n  x\nKeyError: 'w'\n"}
     assert exceptions_of(record) == ["stderr: KeyError: 'w'"]

@@ -23,7 +23,7 @@ from grader.diagnosis._known import PROBE_SEED
 from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head
 from grader.library import load_reference
-from grader.models import CheckResult
+from grader.models import CheckResult, Diagnosis
 from grader.oracle import LiveOracle
 from grader.rubric import Rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -120,6 +120,24 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
     return (w @ v).to(X.dtype), w
 """,
         [3],
+    ),
+    "per-sequence loop: keys from W_Q, scaled up, the mask one place late": (
+        """
+def one(x, wq, wk, wv, causal):
+    q, k, v = x @ wq, x @ wk, x @ wv
+    s = q @ k.T * math.sqrt(k.shape[1])
+    if causal:
+        T = x.shape[0]
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(2), float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    outs = [one(x, W_Q, W_Q, W_V, causal) for x in X]
+    return torch.stack([o for o, _ in outs]), torch.stack([w for _, w in outs])
+""",
+        [4, 4, 7],
     ),
     "always masks": (
         """
@@ -280,6 +298,96 @@ def test_a_mask_applied_whatever_the_flag_is_found_at_causal_false(tmp_path: Pat
     [mask] = walk.interventions
     assert not mask.causal and "although causal=False" in mask.description
     assert walk.repaired == {True: True, False: True}
+
+
+UNSCALED_MASK_ELSEWHERE = """
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    s = Q @ K.transpose(-2, -1)
+    T = X.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).tril(-1)
+    if causal:
+        s = s.masked_fill(future, float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    return w @ V, w
+"""
+
+
+def test_each_stage_is_put_in_where_it_is_due_not_the_furthest_one(tmp_path: Path) -> None:
+    """Q Q^T is replaced by the scores (not by the weights, which reach further), and the multiply after it by
+    the scaled scores (not passed through, which would leave the scale to the mask's patch)."""
+    walk = intervene(
+        _head(tmp_path, HEADER + CASES["per-sequence loop: keys from W_Q, scaled up, the mask one place late"][0])
+    )
+    keys, scale, mask = walk.interventions
+    assert (keys.stage, scale.stage, mask.stage) == ("scores", "scaled", "masked")
+    assert (keys.record.line - LINE0, keys.at.line - LINE0) == (4, 3)  # used in the scores, made with W_Q at 3
+    assert "query projection" in keys.description and "sqrt(d_k) = 2.449" in scale.description
+    assert all(len(i.patches) == 2 for i in walk.interventions)  # each sequence's occurrence, with its own slice
+
+
+def test_a_missing_scale_and_a_mask_built_elsewhere_are_at_their_lines_to_edit(tmp_path: Path) -> None:
+    walk = intervene(_head(tmp_path, HEADER + UNSCALED_MASK_ELSEWHERE))
+    scale, mask = walk.interventions
+    assert (scale.at.line - LINE0, scale.stage) == (4, "scaled")  # where the scores are made, not the mask's line
+    assert "never divided by sqrt(d_k)" in scale.description
+    assert (mask.record.line - LINE0, mask.at.line - LINE0) == (8, 6)  # applied at 8, its pattern made at 6
+    assert "the mask is transposed" in mask.description and "applied at line" in mask.description
+    assert walk.complete
+
+
+def test_a_named_mistake_without_a_line_takes_the_line_of_the_intervention_its_model_makes(tmp_path: Path) -> None:
+    walk = intervene(_head(tmp_path, HEADER + UNSCALED_MASK_ELSEWHERE))
+    named = [
+        Diagnosis(id=m, title="t", hint="h", cites="c", kind="mutation") for m in ("no_scaling", "mask_transposed")
+    ]
+    placed = _pointing._placed(named, walk.interventions, {})
+    assert [c.where.line - LINE0 if c.where else None for c in placed] == [4, 6]
+
+
+MASK_THEN_SCALE = """
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    s = Q @ K.transpose(-2, -1)
+    T = X.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).triu({diagonal})
+    if causal:
+        s.masked_fill_(future, float("-inf"))
+    w = torch.softmax(s / math.sqrt({width}), dim=-1)
+    return w @ V, w
+"""
+
+
+def test_a_head_that_masks_then_scales_is_walked_in_its_own_order(tmp_path: Path) -> None:
+    """The masked scores before the scale are an equivalent form: correct, nothing is patched; with the mask one
+    place late and the model width's scale, the mask is patched in that form (not to the scaled stage a line
+    early) and the scale where it is applied."""
+    right = intervene(_head(tmp_path, HEADER + MASK_THEN_SCALE.format(diagonal=1, width="K.shape[-1]")))
+    assert right.interventions == [] and right.complete
+    walk = intervene(_head(tmp_path, HEADER + MASK_THEN_SCALE.format(diagonal=2, width="X.shape[-1]")))
+    mask, scale = walk.interventions
+    assert (mask.record.line - LINE0, mask.at.line - LINE0, scale.at.line - LINE0) == (8, 6, 9)
+    assert "leaks through" in mask.description and "1/sqrt(d) = 0.4472" in scale.description
+    assert walk.complete
+
+
+def test_the_input_bound_where_the_values_belong_is_at_its_line(tmp_path: Path) -> None:
+    """A returned output of another width (A X, d wide, where A V is d_v wide) is replaced by the output; the
+    line to edit is the one that bound the input."""
+    source = """
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    q, k = X @ W_Q, X @ W_K
+    v = X
+    s = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
+    T = X.shape[1]
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")) if causal else s
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
+"""
+    walk = intervene(_head(tmp_path, HEADER + source))
+    [values] = walk.interventions
+    assert (values.stage, values.record.line - LINE0, values.at.line - LINE0) == ("out", 9, 4)
+    assert values.description.startswith("X used where V = X W_V belongs") and walk.complete
 
 
 def _correct_heads() -> list[tuple[str, str]]:

@@ -45,6 +45,7 @@ CAUSES = {
     "output_dtype", "weights_dtype", "no_autograd_graph", "leaky_mask_fill", "leaky_mask_constant",
     "fixed_size_buffer", "unsupported_dtype", "scale_in_float32", "branch_crash", "computed_outside_torch",
     "computed_in_float32", "non_finite_outputs", "width_crash", "one_value_breach", "scale_tensor_in_float32",
+    "no_query_projection", "no_key_projection", "no_query_key_projection",
 }  # fmt: skip
 # Advice that presumes a cause belongs to the diagnosis, which names causes it established; a check's message
 # states what it observed (issue 16).
@@ -225,17 +226,13 @@ def test_the_causes_point_at_a_line_to_edit(head: dict[str, Any], rubric: Rubric
 
 # Heads where a cause points at a line that is not one to edit, and why (counted in issue 28's closing note).
 # (d2l_masked_softmax_dropout was one until issue 35.2: its -1e6 fill, written by a generic helper at line 12, is
-# now pointed at the call that chose it, value=-1e6 at line 21.)
+# now pointed at the call that chose it, value=-1e6 at line 21; padding_mask_skeleton was one until issue 35.1: its
+# head axis of size 1 hid the mask of zeros and the dropout, both now found by intervention at their lines.)
 MISSED: dict[str, tuple[set[int], str]] = {
     "queries_transposed": (
         {14},
         "the crash is located where it raises, the mask meeting the (d_k, d_k) scores (line 14); the transpose that "
         "made them is line 11 (issue 35's point 2: the line the operand comes from, not yet followed for a crash)",
-    ),
-    "padding_mask_skeleton": (
-        {23},
-        "a (B, 1, T, T) head axis (issue 35, item 1): the scores' every entry replaced is found only at the output "
-        "line; the mask constant and the dropout point nowhere",
     ),
 }
 # Imperfect heads whose causes point nowhere, and why (issue 28's closing note counts them).

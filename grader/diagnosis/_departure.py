@@ -916,7 +916,10 @@ def describe(
     if due == "masked" and "masked" not in stages:
         due = "scaled"  # causal=False: the scaled scores go into the softmax unmasked
     name = NAMES.get(due, due)
-    substituted = _substituted(v, stages, tensors, causal)
+    # a value that is one of the lecture's stages (the scores where the scaled ones are due) is no substitution,
+    # though a swap that leaves that stage alone (X for V) makes it too
+    lecture = any(s.shape == v.shape and _equal(v, s) for s in stages.values())
+    substituted = _substituted(v, stages, tensors, causal) if not lecture else None
     if substituted is not None:
         return substituted
     expected = stages.get(due)

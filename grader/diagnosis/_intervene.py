@@ -5,10 +5,21 @@ The walk of ``_departure`` stops at the first value nothing in the catalog expla
 op's own input (pass-through: dropout, a cast, a clamp), and the next departure is looked for; this repeats
 until the head returns the lecture's (out, weights) or nothing helps. Each replacement is one mistake, at its
 line. The candidates for one departure are each stage at or above the rank its own ancestors reached, in the
-recorded value's layout (as is, K^T, a head axis of size 1, one sequence of the batch, flattened), and
-pass-through; among those that make progress the one preferred repairs the output, else lets the head go on
-furthest, else changes the value least; a stage a lower candidate fits (a factor, a clamp, dropout: a simple
-relation of the value to it) is never skipped, so two mistakes with no op between them stay two.
+recorded value's layout (as is, K^T, a head axis of size 1, one sequence of the batch: every sequence's
+occurrence patched at once, each with its own slice, flattened; a (T, T) stage is never transposed: K Q^T is a
+mistake), the masked scores before the scale (a head that masks, then scales: an equivalent form, never a
+departure itself), and pass-through (of an op that keeps the shape; never a causal mask taken out at
+causal=True); among those that make progress the one preferred repairs the output, else lets the head go on
+furthest, else moves past the stages reached, else changes the value least; a stage a lower candidate fits (a
+factor, a clamp, dropout: a simple relation of the value to it) is never skipped, and a stage that a value
+computed from it undoes (Q Q^T as the scaled scores, then times sqrt(d_k)) is refused, so two mistakes with no op
+between them stay two. A value read only to make a boolean mask (``tril(s) == 0``) is never a stage.
+
+The line to edit is the value's, but where the operand that had to change was made on another line: a stage
+computed and never used (that line), unscaled scores with no op that scales them (the line that made the scores),
+a mask that hides the wrong entries (the line that made its pattern, e.g. a buffer in ``__init__``), a NaN
+brought in by a constant (its line), a projection used where another belongs (the line that made it, kept only
+when patching it there makes the use right) and the input bound where a projection belongs (``v = X``).
 
 A walk whose patches together make the head return the lecture's (out, weights) at causal=True and False is
 *complete*: with those changes the head computes the lecture's head on the probe. That is the proof the causes
@@ -46,6 +57,9 @@ from grader.diagnosis._departure import (
     _factor,
     _float32,
     _future,
+    _mask_source,
+    _masking,
+    _nan_source,
     _transpose,
     describe,
     probe,
@@ -57,9 +71,9 @@ from grader.head import Head
 # the relations that make a stage fit a value (a factor, float32 rounding, a transpose, a clamp, the future keys
 # filled, dropout); rows that do not sum to 1 or NaN say too little to fit by
 FITS = (_float32, _factor, _transpose, _clamp, _future, _dropout)
-# The engine's causes join the diagnosis only when this is on (issue 35: measured, not yet the default). The
-# environment variable turns it on for a measurement; the kit and the platform read the same code.
-INTERVENE = os.environ.get("STEP4_INTERVENE", "") == "1"
+# The engine's causes join the diagnosis unless STEP4_INTERVENE=0 turns it off (to measure the diagnosis without
+# it); the kit and the platform read the same code.
+INTERVENE = os.environ.get("STEP4_INTERVENE", "1") != "0"
 RUNS_MAX = 48  # re-runs of the head per flag: each candidate of each departure is one
 STEPS_MAX = 6  # interventions per flag (real heads carry two or three mistakes)
 
@@ -110,14 +124,15 @@ def layouts(stage: torch.Tensor, shape: torch.Size) -> Iterator[tuple[str, torch
     """``stage`` (B, T, n) in each layout of shape ``shape``: as is, transposed (K^T), with a head axis of size 1,
     one batch element (a per-sequence loop's (T, n) or (1, T, n), named ``seq:<b>``), flattened (B*T, n)."""
     B = stage.shape[0]
+    square = stage.shape[-1] == stage.shape[-2]  # a (T, T) stage transposed is another value (K Q^T), no layout
     forms: list[tuple[str, torch.Tensor]] = [("as is", stage), ("transposed", stage.transpose(-2, -1))]
     forms += [("head axis", stage.unsqueeze(1)), ("head axis 2", stage.unsqueeze(2))]
     forms += [("head axis T", stage.transpose(-2, -1).unsqueeze(1)), ("flat", stage.reshape(-1, stage.shape[-1]))]
     for name, form in forms:
-        if form.shape == shape:
+        if form.shape == shape and not (square and name in ("transposed", "head axis T")):
             yield name, form
     for b in range(B):
-        for form in (stage[b], stage[b : b + 1], stage[b].transpose(-2, -1)):
+        for form in (stage[b], stage[b : b + 1], *(() if square else (stage[b].transpose(-2, -1),))):
             if form.shape == shape:
                 yield f"seq:{b}", form
 
@@ -176,6 +191,8 @@ def departing(
     reached)."""
     derived = _derived(trace)
     read = {x for q in trace.records for x in q.reads}
+    masking = _masking_only(trace)
+    unscaled = _offered(stages).get(UNSCALED)
     good: dict[int, tuple[str, str]] = {}
     memo: dict[int, tuple[str, str] | None] = {}
 
@@ -193,24 +210,56 @@ def departing(
 
     records = trace.records
     for k, r in enumerate(records):
-        if not _shaped(r, stages):
+        if not _shaped(r, stages) and not _wide(r, trace, stages):
             continue
         h = hit(r)
         if h is not None:
             good[r.index] = h
             continue
+        v = r.value
+        assert v is not None
         name = f"v:{r.index}"
         if r.index in passed or name not in derived or _neutral(r, tensors):
             continue
         if not r.numpy and name not in read and name not in trace.returned:
             continue  # a dead value: nothing it computes reaches the output
+        if not r.numpy and name in masking:
+            continue  # read only to make a mask (tril(s) == 0): a mask's pattern, never a stage
         mine = lineage(r)
         reached = max((RANK[good[int(a[2:])][0]] for a in mine if int(a[2:]) in good), default=-1)
+        before = unscaled is not None and reached == RANK["scores"]
+        if before and any(_equal(v, form) for _, form in layouts(unscaled, v.shape)):  # type: ignore[arg-type]
+            continue  # the scores masked before the scale: an equivalent form, whatever comes after it
         later = [x for x in records[k + 1 :] if x.numpy or name in lineage(x)]
         if any((h := hit(x)) is not None and RANK[h[0]] > reached for x in later):
             continue  # on the way to a stage (a hand-written softmax's exp, a -1e9 fill at ordinary scores)
         return _Departing(r, reached, dict(good))
     return None
+
+
+def _wide(r: Record, trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
+    """A returned (B, T, n) value where the output has another width (A X where A V belongs)."""
+    v, out = r.value, stages["out"]
+    return (
+        v is not None
+        and v.dtype.is_floating_point
+        and f"v:{r.index}" in trace.returned
+        and v.shape[:-1] == out.shape[:-1]
+        and v.shape != out.shape
+    )
+
+
+def _masking_only(trace: Trace) -> set[str]:
+    """The values every reader of which makes a boolean (a comparison: ``tril(s) == 0``), and not returned."""
+    readers: dict[str, list[Record]] = {}
+    for q in trace.records:
+        for n in q.reads:
+            readers.setdefault(n, []).append(q)
+    return {
+        n
+        for n, qs in readers.items()
+        if n not in trace.returned and all(q.value is not None and q.value.dtype == torch.bool for q in qs)
+    }
 
 
 def repaired(trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
@@ -235,7 +284,7 @@ class _Candidate:
     patches: list[dict[str, Any]]
     trace: Trace | None = None
     fixed: bool = False
-    further: tuple[int, int] = (-1, -1)  # (rank reached, index) where the next departure comes; the most: none
+    further: int = -1  # the index of the value that departs next (a crash: of the last value made); the most: none
     change: float = math.inf
     fits: bool = False
     layout: str = "as is"
@@ -253,8 +302,9 @@ def _nth(trace: Trace, r: Record) -> int:
 
 def _siblings(trace: Trace, r: Record, shaped: bool = True) -> list[Record]:
     """The values the same op on the same line made (one per sequence of a per-sequence loop; with ``shaped``
-    False, of any shape: ``q, k, v = a.float(), b.float(), c.float()``)."""
-    return [
+    False, of any shape: ``q, k, v = a.float(), b.float(), c.float()``). Of a shaped op made several times a
+    sequence (``q, k = x @ wq, x @ wk``), those at ``r``'s place in each sequence's turn."""
+    same = [
         x
         for x in trace.records
         if (x.file, x.line, x.op, x.var) == (r.file, r.line, r.op, r.var)
@@ -262,22 +312,43 @@ def _siblings(trace: Trace, r: Record, shaped: bool = True) -> list[Record]:
         and r.value is not None
         and (x.value.shape == r.value.shape or not shaped)
     ]
+    turns = len(same) // PROBE_B
+    if not shaped or turns < 2 or len(same) % PROBE_B:
+        return same
+    place = next(k for k, x in enumerate(same) if x.index == r.index)
+    return same[place % turns :: turns]
 
 
-def candidates(trace: Trace, dep: _Departing, stages: dict[str, torch.Tensor]) -> list[_Candidate]:
+def candidates(trace: Trace, dep: _Departing, stages: dict[str, torch.Tensor], only: str = "") -> list[_Candidate]:
     """Pass-through (a torch op with an input), then each stage at or above the rank ``dep``'s ancestors
-    reached, in each layout of the departing value; a per-sequence value patches each sequence's occurrence."""
+    reached (``only`` that one), in each layout of the departing value; a per-sequence value patches each
+    sequence's occurrence."""
     r = dep.record
     assert r.value is not None
     out: list[_Candidate] = []
     siblings = _siblings(trace, r)
-    if not r.numpy and r.reads:  # every call of the op on that line returns its input
+    by = {f"v:{x.index}": x for x in trace.records}
+    given = by.get(r.reads[0]) if r.reads else None
+    if (
+        not r.numpy
+        and not only
+        and given is not None
+        and given.value is not None
+        and given.value.shape == r.value.shape
+    ):
+        # every call of the op on that line returns its input; only an op that keeps the shape can be one that
+        # should not be there (dropout, a cast, a clamp), never a product
         at = _siblings(trace, r, shaped=False)
         out.append(_Candidate("", True, [{**_site(x), "nth": _nth(trace, x), "value": None} for x in at]))
-    for stage in sorted(stages, key=lambda s: RANK[s]):
-        if RANK[stage] < dep.reached or stage == "K^T":
+    offered = _offered(stages)
+    for stage in sorted(offered, key=lambda s: RANK.get(s, RANK["masked"])):
+        if RANK.get(stage, RANK["masked"]) < dep.reached or stage == "K^T" or only not in ("", stage):
             continue
-        forms = list(layouts(stages[stage], r.value.shape))
+        if stage == UNSCALED and (dep.reached != RANK["scores"] or not _fits(r, offered[stage])):
+            continue  # only a mask applied to the unscaled scores (its pattern or fill wrong) takes them
+        forms = list(layouts(offered[stage], r.value.shape))
+        if not forms and stage == "out" and _wide(r, trace, stages):
+            forms = [("as is", stages["out"])]  # the output of the lecture's width in place of a wider one
         if not forms:
             continue
         name, form = forms[0]  # as is before transposed: a square value takes the stage as is
@@ -295,6 +366,17 @@ def candidates(trace: Trace, dep: _Departing, stages: dict[str, torch.Tensor]) -
             patches = [{**_site(r), "nth": _nth(trace, r), "value": form, "stage": stage, "layout": name}]
         out.append(_Candidate(stage, False, patches, layout=name))
     return out
+
+
+UNSCALED = "masked before the scale"  # masked Q K^T: a head that masks, then scales, holds them (an equivalent form)
+
+
+def _offered(stages: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The stages a value may be replaced by: the lecture's, and at causal=True the masked scores before the
+    scale (a head that masks, then scales, is patched in its own order, not to the scaled stage a line early)."""
+    if "masked" not in stages:
+        return stages
+    return {**stages, UNSCALED: stages["masked"] * math.sqrt(stages["Q"].shape[-1])}
 
 
 def _change(a: torch.Tensor | None, b: torch.Tensor | None) -> float:
@@ -347,6 +429,11 @@ def walk(
             if ahead is not None and alt is not None and alt.fixed:
                 passed |= {dep.record.index}
                 dep, best = ahead, alt
+        if dep is not None and best is not None and (gap := _skipped(trace, dep, best, stages)) is not None:
+            before = _best(run, patches, trace, gap, stages, tensors, budget, passed, _next_stage(gap.reached))
+            if before is not None:  # the stage skipped is missing after the operand's line: the line to edit
+                dep, best = gap, before
+        swap = _swapped(run, patches, trace, dep, stages, tensors, budget, passed) if dep and best else None
         if dep is None and trace.raised is not None and "line" in trace.raised and budget[0] > 0:
             crash = _past_crash(run, patches, trace, stages, tensors, budget, causal)  # a crash is a departure too
             if crash is None:
@@ -361,12 +448,30 @@ def walk(
         due = best.stage or _due(r, stages)
         value = _canonical(trace, r, best.layout)
         seen = replace(r, value=value)
-        words = describe(seen, due, stages, tensors, causal) if value is not None else f"a value where {due} is due"
+        view = stages  # the stages the value is described against: before the scale, the scores are the scaled
+        if due == UNSCALED:
+            due, view = "masked", {**stages, "scaled": stages["scores"], "masked": _offered(stages)[UNSCALED]}
+        words = describe(seen, due, view, tensors, causal) if value is not None else f"a value where {due} is due"
         context = trace.context.get(r.file, {})
         good = {k: h[0] for k, h in dep.good.items()}
         dropped = _dropped(trace, r, good, dep.reached) if not r.numpy else None
         if dropped is not None:  # the stage was computed, then never used: that line is the one to edit
             words = f"{NAMES[good[dropped.index]]} computed here is never used: nothing after it reads the result"
+            context = trace.context.get(dropped.file, {})
+        elif due == "masked" and value is not None and (made := _pattern(trace, r, value, view)) is not None:
+            dropped = made  # the mask hides the wrong entries: the line that made its pattern
+            words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
+            context = trace.context.get(made.file, {})
+        elif (nan := _nan_source(trace, r, _derived(trace))) is not None:  # a constant brought NaN in: its line
+            dropped = nan
+            context = trace.context.get(nan.file, {})
+        elif swap is not None:  # another projection was made where this one belongs: that line, and its patch
+            dropped, best = swap
+            words += f"; it is made here and used at line {r.line}: `{r.code}`"
+            context = trace.context.get(dropped.file, {})
+        elif words.startswith("X used where") and trace.aliases:  # the input bound where a projection belongs
+            alias = trace.aliases[0]
+            dropped = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
             context = trace.context.get(dropped.file, {})
         by = {f"v:{x.index}": x for x in trace.records}
         reads = frozenset((x.file, x.line, x.op) for n in r.reads if (x := by.get(n)) is not None)
@@ -377,7 +482,7 @@ def walk(
                 best.passthrough,
                 tuple(best.patches),
                 words,
-                stages.get(due),
+                view.get(due),
                 causal,
                 value,
                 context,
@@ -386,6 +491,7 @@ def walk(
             )
         )
         patches += best.patches
+        passed |= {r.index} if best.stage == UNSCALED else set()
         trace = best.trace
     return found, trace is not None and repaired(trace, stages)
 
@@ -447,16 +553,17 @@ def _exp_like(r: Record) -> bool:
 
 def _restaged(patch: dict[str, Any], stages: dict[str, torch.Tensor]) -> dict[str, Any] | None:
     """``patch`` with its stage's value taken from ``stages`` (the other flag's): the masked scores are the
-    scaled ones at causal=False."""
+    scaled ones at causal=False, and the scores before the scale."""
     if patch.get("value") is None:
         return patch
     stage = str(patch.get("stage", ""))
-    stage = stage if stage in stages else "scaled" if stage == "masked" else ""
+    offered = _offered(stages)
+    stage = stage if stage in offered else {"masked": "scaled", UNSCALED: "scores"}.get(stage, "")
     if not stage:
         return None
     want = patch["value"].shape
     layout = str(patch.get("layout", ""))
-    form = next((f for n, f in layouts(stages[stage], want) if n == layout), None)
+    form = next((f for n, f in layouts(offered[stage], want) if n == layout), None)
     return {**patch, "value": form, "stage": stage} if form is not None else None
 
 
@@ -493,12 +600,14 @@ def _best(
     tensors: dict[str, torch.Tensor],
     budget: list[int],
     passed: frozenset[int],
+    only: str = "",
 ) -> _Candidate | None:
-    """The candidate for ``dep`` preferred (see the module's text), None when none makes progress."""
+    """The candidate for ``dep`` preferred (see the module's text; ``only``: that stage alone), None when none
+    makes progress."""
     r = dep.record
     fitting: list[_Candidate] = []
     tried: list[_Candidate] = []
-    for cand in candidates(trace, dep, stages):
+    for cand in candidates(trace, dep, stages, only):
         if budget[0] <= 0:
             break
         budget[0] -= 1
@@ -509,29 +618,162 @@ def _best(
         if cand.passthrough:
             got = match(now, stages) if now is not None else None
             cand.stage, cand.layout = got if got is not None else ("", "as is")
-        expected = stages.get(cand.stage)
+        if "masked" in stages and RANK.get(cand.stage, 9) < RANK["masked"] and _hides_future(r.value):
+            continue  # a causal head's mask taken out: the mistake is what it hides or its fill, not that it is there
+        expected = _offered(stages).get(cand.stage)
         cand.change = _change(r.value, now.value if now is not None else None)
         cand.fits = bool(cand.stage) and expected is not None and _fits(r, expected)
         cand.fixed = repaired(cand.trace, stages)
-        nxt = departing(cand.trace, stages, tensors, passed) if not cand.fixed else None
+        own = {r.index} if cand.stage == UNSCALED else set()  # no stage the values are matched against: it is one
+        nxt = departing(cand.trace, stages, tensors, passed | own) if not cand.fixed else None
         if nxt is not None and nxt.record.index <= r.index:
             continue  # no progress: the patched value itself (or one before it) still departs
+        if not cand.fixed and _back(cand.trace, r, cand.stage, stages):
+            continue  # a mistake after it undid the stage put in (Q Q^T as the scaled scores, then times sqrt(d_k))
         if nxt is None and cand.trace.raised is not None:  # it goes on, to a crash further on
-            cand.further = (-1, len(cand.trace.records))
+            cand.further = len(cand.trace.records)
         else:
-            cand.further = (99, 10**9) if nxt is None else (nxt.reached, nxt.record.index)
+            cand.further = 10**9 if nxt is None else nxt.record.index
         tried.append(cand)
         if cand.fits:
             fitting.append(cand)
             if cand.fixed:
                 break  # none can do better
 
-    def key(c: _Candidate) -> tuple[bool, tuple[int, int], float, bool]:
-        return (c.fixed, c.further, -c.change, c.passthrough)
+    # the stage the next departure reached is no measure: a later stage put in too early reaches further, and
+    # the value after it departs as soon (Q Q^T patched to the weights instead of the scores). As far, a stage
+    # past those reached beats staying put: dropping a wrong scale's multiply leaves the scale to the mask's patch
+    def key(c: _Candidate) -> tuple[bool, int, bool, float, bool]:
+        return (
+            c.fixed,
+            c.further,
+            RANK.get(c.stage, RANK["masked"] if c.stage else -1) > dep.reached,
+            -c.change,
+            c.passthrough,
+        )
 
     if fitting:  # a stage a lower candidate fits is never skipped
         return max(fitting, key=key)
     return max(tried, key=key) if tried else None
+
+
+def _pattern(trace: Trace, r: Record, value: torch.Tensor, stages: dict[str, torch.Tensor]) -> Record | None:
+    """The line that made the pattern of the mask a departing masked value (``value``, in the stages' layout) was
+    made with, when the mask is what is wrong and that line is another: from the mask applied, back through the
+    square constants it was computed from (a buffer's slice, ``== 0``, ``.bool()``) to the first one that holds the
+    pattern (``torch.tril(torch.ones(T, T))`` in ``__init__``, not its ``ones``)."""
+    words = _masking(value, stages["scaled"]) if "scaled" in stages and value.shape == stages["scaled"].shape else None
+    source = _mask_source(trace, replace(r, value=value), stages) if words and words.startswith("hides") else None
+    if source is None:
+        return None  # what the mask hides is right: its fill (or a NaN it brings) is what is wrong
+    by = {f"v:{x.index}": x for x in trace.records}
+    derived = _derived(trace)
+    while True:
+        made = [
+            x for n in source.reads if (x := by.get(n)) is not None and n not in derived and _square_pattern(x.value)
+        ]
+        if len(made) != 1:
+            break
+        source = made[0]
+    return source if (source.file, source.line) != (r.file, r.line) else None
+
+
+def _square_pattern(v: torch.Tensor | None) -> bool:
+    """A square matrix (or a stack of them) whose entries are not all equal: a mask's pattern, not its ``ones``."""
+    return v is not None and v.dim() >= 2 and v.shape[-1] == v.shape[-2] > 1 and not bool((v == v.flatten()[0]).all())
+
+
+def _hides_future(v: torch.Tensor | None) -> bool:
+    """A (.., T, T) value whose future entries (j > i) all hold one negative fill that no past entry holds."""
+    if v is None or v.dim() < 2 or v.shape[-1] != v.shape[-2] or v.shape[-1] < 2:
+        return False
+    T = v.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    ahead, past = v[..., future], v[..., ~future]
+    fill = ahead.flatten()[0]
+    return bool((ahead == fill).all()) and float(fill) < 0 and not bool((past == fill).any())
+
+
+PROJECTIONS = ("Q", "K", "V")
+
+
+def _swapped(
+    run: Run,
+    patches: list[dict[str, Any]],
+    trace: Trace,
+    dep: _Departing,
+    stages: dict[str, torch.Tensor],
+    tensors: dict[str, torch.Tensor],
+    budget: list[int],
+    passed: frozenset[int],
+) -> tuple[Record, _Candidate] | None:
+    """A projection ``dep``'s value read that is another projection (the keys made with W_Q), where it was made
+    (back through its transposes and views): the first other projection of its shape that, put there, leaves
+    ``dep``'s value departing no more, with that candidate. Tried only for a product of projections."""
+    r = dep.record
+    assert r.value is not None
+    if r.numpy or not any(True for s in ("scores", "out") for _ in layouts(stages[s], r.value.shape)):
+        return None
+    by = {f"v:{x.index}": x for x in trace.records}
+
+    def projection(n: str) -> Record | None:
+        x = by.get(n)
+        return x if x is not None and x.index in dep.good and dep.good[x.index][0] in PROJECTIONS else None
+
+    for n in r.reads:
+        x = projection(n)
+        while x is not None and len(x.reads) == 1 and (up := projection(x.reads[0])) is not None:
+            x = up
+        if x is None:
+            continue
+        sub = _Departing(x, -1, {k: h for k, h in dep.good.items() if k < x.index})
+        for stage in PROJECTIONS:
+            if stage == dep.good[x.index][0] or budget[0] <= 0:
+                continue
+            alt = _best(run, patches, trace, sub, stages, tensors, budget, passed, stage)
+            if alt is not None and alt.further > r.index:
+                return x, alt
+    return None
+
+
+def _next_stage(rank: int) -> str:
+    return next(s for s, k in RANK.items() if k == rank + 1)
+
+
+def _skipped(trace: Trace, dep: _Departing, best: _Candidate, stages: dict[str, torch.Tensor]) -> _Departing | None:
+    """The scores ``dep``'s value was computed from, as a departure of their own, when the stage ``best`` puts in
+    skips the scaled scores (unscaled scores masked: the scale is missing after the line that made the scores,
+    not at the mask's). A missing mask stays at the softmax that should have had masked scores."""
+    r = dep.record
+    if r.numpy or dep.reached != RANK["scores"] or RANK.get(best.stage, -1) <= RANK["scaled"]:
+        return None
+    if _dropped(trace, r, {k: h[0] for k, h in dep.good.items()}, dep.reached) is not None:
+        return None  # the stage was made and never used: that line is the one to edit
+    by = {f"v:{x.index}": x for x in trace.records}
+    assert r.value is not None
+    if any((x := by.get(n)) is not None and x.value is not None and _factor(r.value, x.value) for n in r.reads):
+        return None  # it scales its operand: the scale is there (after the mask), only wrong
+    made = [int(a[2:]) for a in _ancestors(trace, r)]  # the scores may come through a value in an equivalent form
+    scores = [k for k in made if k in dep.good and RANK[dep.good[k][0]] == dep.reached]
+    if not scores:
+        return None
+    x = next(q for q in trace.records if q.index == max(scores))
+    return _Departing(x, dep.reached, {k: h for k, h in dep.good.items() if k < x.index})
+
+
+def _back(trace: Trace, r: Record, stage: str, stages: dict[str, torch.Tensor]) -> bool:
+    """Whether a value computed from ``r`` (replaced by ``stage``) equals an earlier stage past the projections:
+    the head went back, so the stage came too early and hides the mistake of the op after it."""
+    if stage not in RANK:
+        return False
+    name = f"v:{r.index}"
+    for x in trace.records:
+        if x.index <= r.index or not (r.numpy or name in _ancestors(trace, x)) or not _shaped(x, stages):
+            continue
+        got = match(x, stages)
+        if got is not None and 0 < RANK[got[0]] < RANK[stage]:
+            return True
+    return False
 
 
 def _fits(r: Record, expected: torch.Tensor) -> bool:

@@ -19,8 +19,21 @@ from functools import cache
 import torch
 
 from grader.diagnosis._causes import cause
-from grader.diagnosis._departure import NAMES, PROBE_T, TITLES, Departure, Trace, follow, probe, traced
-from grader.diagnosis._intervene import INTERVENE, intervene
+from grader.diagnosis._departure import (
+    NAMES,
+    PROBE_T,
+    TITLES,
+    Departure,
+    Trace,
+    _dropout,
+    _equal,
+    _float32,
+    follow,
+    probe,
+    stages_of,
+    traced,
+)
+from grader.diagnosis._intervene import INTERVENE, Intervention, intervene
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
@@ -91,20 +104,26 @@ def point(
             c = c.model_copy(update={"explains": sorted({*c.explains, *made.explains})})
             out[same] = c if c.where is not None else _with(c, dep)
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
-        out = _intervened(head, out, valued, flags)
+        out = _intervened(head, out, valued, flags, fitted)
     return out
 
 
 def _intervened(
-    head: Head, causes: list[Diagnosis], valued: list[CheckResult], flags: tuple[bool, ...]
+    head: Head, causes: list[Diagnosis], valued: list[CheckResult], flags: tuple[bool, ...], fitted: dict[str, float]
 ) -> list[Diagnosis]:
-    """``causes`` and a departure cause for each intervention at a line no cause points at, when the head with
-    all the interventions returns the lecture's (out, weights) at every flag (the walk is complete: the
-    changes together are proven on the probe); the checks no cause explains go to the first one."""
+    """``causes``, each named mistake at the line of the intervention its model explains, and a departure cause
+    for each intervention at a line no cause points at, when the head with all the interventions returns the
+    lecture's (out, weights) at every flag (the walk is complete: the changes together are proven on the probe);
+    the checks no cause explains go to the first one."""
     walk = intervene(head, None, flags)  # on the small probe: a head that runs at one length only crashes there, and
     # the walk goes past the crash (its own cause names it) to the mistakes behind it
     if not walk.complete:
         return causes
+    causes = _placed(causes, walk.interventions, fitted)
+    if any(c.kind == "known" for c in causes):
+        return causes  # a known bug matched on every probe is the whole head: its interventions are its lines
+    tensors = probe()
+    named = [c.id for c in causes if c.kind == "mutation"]
     at = {(c.where.file, c.where.line) for c in causes if c.where is not None}
     seen = {(c.departure.stage, c.departure.causal, c.departure.description) for c in causes if c.departure}
     explained = {x for c in causes for x in c.explains}
@@ -114,8 +133,8 @@ def _intervened(
         if i.record.op == "raise":
             continue  # a crash: the failing checks' own cause names it
         same = any(ca == i.causal and words.startswith(i.description) for _, ca, words in seen)
-        if (i.at.file, i.at.line) in at or same:
-            continue  # a cause points there already, or says the same of the same stage (at its operand's line)
+        if (i.at.file, i.at.line) in at or same or any(_made_by(i, m, tensors, fitted) for m in named):
+            continue  # a cause points there already, says the same of the same stage, or names that mistake
         cid = f"departure:{i.stage}"
         cid = cid if not any(c.id == cid for c in out) else f"{cid}:{i.at.line}"  # one id per cause
         title, hint, cites = cause(cid).words(
@@ -186,6 +205,59 @@ def _named(dep: Departure, unexplained: list[str], failed: set[str], passed: fro
             named = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=explains)
         return named.model_copy(update={"explains": sorted({*named.explains, *unexplained})})
     return None
+
+
+def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: dict[str, float]) -> list[Diagnosis]:
+    """Each named mutation at the line of the intervention whose departing value its model makes (the lecture's
+    head with that mutation alone: the walk has replaced the mistakes before it), and a known bug named alone at
+    the line of the one intervention, when the cause has no line, its line shows only the output (a symptom
+    downstream: the stack of a per-sequence loop, the reshape of a head axis), or its line is the use of a value
+    the walk found made on another line (the cause points there, the use in its words)."""
+    tensors = probe()
+    values = [i for i in interventions if i.record.op != "raise"]
+    alone = values[0] if len(values) == 1 and sum(c.kind in ("mutation", "known") for c in causes) == 1 else None
+    out = []
+    for c in causes:
+        mine = next((i for i in values if c.kind == "mutation" and _made_by(i, c.id, tensors, fitted)), None)
+        mine = alone if c.kind == "known" else mine  # one known bug and one intervention: the same mistake
+        symptom = c.departure is not None and c.departure.stage == "out"
+        used = mine is not None and mine.site is not None and c.where is not None and c.where.line == mine.record.line
+        if mine is not None and mine.stage != "out" and (c.where is None or symptom or used):
+            # at its use, the mistake is where the walk found it made: a mask's pattern, a stage never used
+            shown = replace(mine.at, value=mine.value)
+            c = _with(c, Departure(shown, mine.stage, mine.description, mine.expected, (), mine.causal, mine.context))
+        out.append(c)
+    return out
+
+
+def _made_by(i: Intervention, mutation: str, tensors: dict[str, torch.Tensor], fitted: dict[str, float]) -> bool:
+    """Whether ``i``'s departing value is a stage of the lecture's head with ``mutation`` alone where that stage
+    differs from the lecture's."""
+    mutation = _leaky(mutation)
+    if i.value is None or i.record.op == "raise" or mutation not in SLOT_OF:
+        return False
+    if SLOT_OF[mutation] == "dtype" and i.expected is not None and i.value.dtype == torch.float32:
+        return _float32(i.value, i.expected) is not None  # float32 rounding: the dtype's mistake, at any stage
+    if SLOT_OF[mutation] == "randomness" and i.expected is not None:
+        return _dropout(i.value.double(), i.expected.double()) is not None  # its own draws: the relation is the proof
+    lecture = stages_of(tensors, i.causal, (), fitted, None)
+    model = stages_of(tensors, i.causal, (mutation,), fitted, None)
+    if lecture is None or model is None:
+        return False
+    return any(_alike(i.value, v, s) and not (s in lecture and _alike(lecture[s], v, s)) for s, v in model.items())
+
+
+def _alike(a: torch.Tensor, b: torch.Tensor, stage: str) -> bool:
+    """Equal, or for scores (before the softmax) equal once softmaxed: a constant added to every score of a row
+    (-1e9 everywhere where the model's scale of 0 makes 0 everywhere) changes nothing the head computes."""
+    if a.shape != b.shape:
+        return False
+    if _equal(a, b):
+        return True
+    if stage not in ("scores", "scaled", "masked") or a.dim() < 2:
+        return False
+    with torch.no_grad():
+        return _equal(torch.softmax(a.double(), dim=-1), torch.softmax(b.double(), dim=-1))
 
 
 def _leaky(cid: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import functools
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -546,8 +547,10 @@ FAMILIES: dict[str, frozenset[str]] = {
 
 
 def families(cause_id: str) -> frozenset[str]:
-    """The kinds of mistake a cause of this id names (empty for a symptom: a crash, a breach, a contract cause)."""
-    return FAMILIES.get(cause_id, frozenset())
+    """The kinds of mistake a cause of this id names (empty for a symptom: a crash, a breach, a contract cause). A
+    second departure at one stage carries its line (``departure:weights:32``): the kinds of its stage."""
+    stage = re.fullmatch(r"(departure:[^:]+):\d+", cause_id)
+    return FAMILIES.get(stage[1] if stage else cause_id, frozenset())
 
 
 # -- generating -----------------------------------------------------------------------------------
