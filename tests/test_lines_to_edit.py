@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.diagnosis import diagnose
+from grader.diagnosis._departure import SUM_OF_SCORES
 from grader.head import Head
 from grader.library import load_reference
 from grader.models import CheckResult, Diagnosis, GradeResult
@@ -258,3 +259,56 @@ def test_values_never_projected_keep_their_line_beside_a_wrong_scale(
     assert said["no_value_projection"].where is not None
     assert said["no_value_projection"].where.line == line_of(path, "v = X")
     assert said["scale_by_dk"].where is not None and "/ k.shape[-1]" in said["scale_by_dk"].where.code
+
+
+# issue 35 (items 1 to 4 left by the first pass): each mistake of two, named at its own line. A -100 fill beside
+# another mask mistake (the fill a slot of its own, read off the head's masked scores where no probe's output
+# shows it); a function on one sequence called per batch element (its (T, T) values stacked into the batch's);
+# a mask applied before an inverted scale (times sqrt(d_k), now a mutation of the error model); a NumPy head's
+# values never projected (what its arrays read, taken from their lines)
+TWO_MISTAKES = {
+    "diagonal_filled_with_minus_100": {
+        "mask_excludes_diagonal": "hidden = torch.triu(",
+        "leaky_mask_fill": "scores = scores.masked_fill(hidden, -100.0)",
+    },
+    "unscaled_filled_with_minus_100": {
+        "no_scaling": "scores = q @ k.transpose(-2, -1)",
+        "leaky_mask_fill": "scores = scores.masked_fill(future, -100.0)",
+    },
+    "per_sequence_mask_and_scale": {
+        "scale_by_dk": "scores = q @ k.T / k.shape[1]",
+        "mask_leaks_by_one": "late = torch.triu(",
+    },
+    "masked_then_times_sqrt_dk": {
+        "scale_times_sqrt_dk": "scores * keys.shape[-1] ** 0.5",
+        "dropout_left_on": "weights = F.dropout(weights, p=0.1)",
+    },
+    "numpy_values_never_projected": {
+        "no_scaling": "scores = q @ k.transpose(0, 2, 1)",
+        "no_value_projection": "v = x",
+    },
+}
+LEAVING_TORCH = {"computed_outside_torch", "no_autograd_graph"}  # a NumPy head's own contract causes
+
+
+@pytest.mark.parametrize("name", TWO_MISTAKES)
+def test_each_of_two_mistakes_is_named_at_its_own_line(
+    name: str, tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    result = _graded(tmp_path, rubric, pool, name)
+    said = {d.id: d for d in result.diagnosis if not d.id.startswith("missing:") and d.id not in LEAVING_TORCH}
+    assert set(said) == set(TWO_MISTAKES[name]), said
+    for cid, code in TWO_MISTAKES[name].items():
+        where = said[cid].where
+        assert where is not None and where.line == line_of(HEADS / f"{name}.py", code), (cid, where)
+
+
+def test_a_softmax_over_the_sum_of_the_scores_is_said_to_be_one(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Issue 35, item 4: exp(s) divided by the sum of the scores s, in a NumPy head's own softmax, is described as
+    that, at the line that calls it (before: 'differs from the weights', at the helper's shift of the scores)."""
+    result = _graded(tmp_path, rubric, pool, "numpy_softmax_over_score_sum")
+    [d] = [d for d in result.diagnosis if d.departure is not None and d.departure.description == SUM_OF_SCORES]
+    path = HEADS / "numpy_softmax_over_score_sum.py"
+    assert d.where is not None and d.where.line == line_of(path, "weights = softmax(scores, axis=-1)"), d.where

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from grader.diagnosis._known import PROBE_SEED
-from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward
+from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward, snap
 from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head, StudentFailure
 
@@ -37,13 +37,14 @@ from grader.head import Head, StudentFailure
 # scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3, 1/2), so a wrong one shows.
 PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)
-RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
+RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "premasked": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
 TITLES = {  # how a cause's title names the stage that departs
     "Q": "the queries",
     "K": "the keys",
     "V": "the values",
     "K^T": "K^T",
     "scores": "the scores",
+    "premasked": "the masked scores before the scale",
     "scaled": "the scaled scores",
     "masked": "the masked scores",
     "weights": "the weights",
@@ -55,13 +56,14 @@ NAMES = {
     "V": "the values V = X W_V",
     "K^T": "K^T",
     "scores": "the scores Q K^T",
+    "premasked": "the scores Q K^T masked before they are scaled",
     "scaled": "the scaled scores Q K^T / sqrt(d_k)",
     "masked": "the masked scores (-inf above the diagonal)",
     "weights": "the weights softmax(masked scores)",
     "out": "the output A V",
 }
 # the order a head computes its slots in: a departure is explained by the first mutations in this order
-ORDER = ("projections", "values", "scale", "dtype", "switch", "mask", "softmax", "randomness")
+ORDER = ("projections", "values", "scale", "dtype", "switch", "mask", "fill", "softmax", "randomness")
 RTOL, ATOL = 1e-9, 1e-12  # float64 agreement; float32 rounding shows as a departure (described as such)
 
 
@@ -251,8 +253,9 @@ def stages_of(
     if done is None:
         return None
     seen["K^T"] = seen["K"].transpose(-2, -1)
-    if "masked" not in seen:
-        seen.pop("masked", None)
+    if "masked" in seen:  # a mask applied before the scale (-inf / sqrt(d_k) is -inf): a layout, not a stage due
+        hidden = torch.isneginf(seen["masked"]) & torch.isfinite(seen["scaled"])
+        seen["premasked"] = seen["scores"].masked_fill(hidden, float("-inf"))
     return seen
 
 
@@ -346,16 +349,23 @@ def _ancestors(trace: Trace, r: Record) -> set[str]:
 
 
 def departures(
-    trace: Trace, chain: list[tuple[Combo, dict[str, torch.Tensor]]], tensors: dict[str, torch.Tensor], causal: bool
+    trace: Trace,
+    chain: list[tuple[Combo, dict[str, torch.Tensor]]],
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+    without: Callable[[Combo], dict[str, torch.Tensor] | None] | None = None,
 ) -> list[Departure]:
     """Every departure of ``trace`` from the model followed (``chain[0]``, the lecture's, then each mutation's
-    as it explains one), in order; the first that no model explains is the last."""
+    as it explains one), in order; the first that no model explains is the last. ``without``: the stages of a
+    combination of mutations, for one passed over on the way to a later model (a mask applied before the scale
+    is matched with the mask's model, past the scale's): it departs at the first value that tells it."""
     T = int(tensors["X"].shape[1])  # the probe's length (a head that runs at one length only: that one)
-    trace = _one_head(trace, T)
+    trace = _laid_out(trace, T, tensors)
     derived = _derived(trace)
     level, reached = 0, -1
     good: dict[int, str] = {}
     found: list[Departure] = []
+    pending: list[str] = []  # mutations passed over on the way to a later model, no departure of their own yet
     records = trace.records
     memo: dict[tuple[int, int], str | None] = {}
 
@@ -370,17 +380,40 @@ def departures(
         if not _stage_shaped(r, T):
             continue
         hit = match(r, stages)
+        if hit == "premasked" and (
+            any(match(r, chain[j][1]) in ("scaled", "masked") for j in range(level + 1, len(chain)))
+            or not any(
+                _on_the_way(trace, r, records[k + 1 :], chain[j][1], RANK[hit], T, match)
+                for j in range(level, len(chain))
+            )
+        ):
+            hit = None  # masked and never scaled after (a model's masked scores): the scale left out departs here
         if hit is not None:
             reached = max(reached, RANK[hit])
             good[r.index] = hit
+            if pending and without is not None:
+                followed = tuple(m for j in range(1, level + 1) for m in chain[j][0])
+                found += _passed_over(trace, r, hit, pending, followed, without, tensors, causal)
             continue
-        if f"v:{r.index}" not in derived or _neutral(r, tensors):
+        if f"v:{r.index}" not in derived or _neutral(r, tensors) or _softmax_part(r, stages):
+            continue
+        filled = _fill_step(trace, r, chain, level, tensors, causal)
+        if filled is not None:  # a finite constant where -inf belongs, and the pattern it was written to
+            found.extend(filled[1])
+            said = {m for d in found for m in d.explained_by}
+            pending += [m for j in range(level + 1, filled[0] + 1) for m in chain[j][0] if m not in said]
+            level = filled[0]
             continue
         explained: tuple[str, ...] = ()
         nxt: tuple[int, str] | None = None
         # a mutation's stage, exactly: a departure even where the probe's values come back to the lecture's
         # (a finite mask constant hides the future keys at ordinary scores)
-        direct = [(j, h) for j in range(level + 1, len(chain)) if (h := match(r, chain[j][1])) is not None]
+        direct = [
+            (j, h)
+            for j in range(level + 1, len(chain))
+            if (h := match(r, chain[j][1])) is not None
+            and (h != "premasked" or not _equal(chain[j][1][h], stages[h]))  # a layout tells no mutation apart
+        ]
         if direct:
             nxt = direct[0]
         elif any(
@@ -395,7 +428,13 @@ def departures(
                     break
         if nxt is not None:
             explained = _changing(chain, level, *nxt)
+            if len(explained) > 1 and nxt[1] == "masked":  # the scale and the mask at once: each at its own line
+                split = _scale_passed(trace, r, chain, level, nxt[0], tensors, causal)
+                found += split
+                explained = tuple(m for m in explained if m not in {m for d in split for m in d.explained_by})
         due = nxt[1] if nxt and nxt[1] in stages and match(r, chain[nxt[0]][1]) else _due(r, stages, reached)
+        if due in ("scores", "scaled") and "masked" in stages and _masking_of(r.value, stages) is not None:
+            due = "masked"  # the scores with a mask applied (before the scale or after it)
         site = _dropped(trace, r, good, reached) or r
         viewed = _viewed(trace, r, T)
         nan, met = _nan_source(trace, r, derived), r
@@ -422,7 +461,8 @@ def departures(
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
             words = describe(r, due, stages, tensors, causal)
-            operand = _operand_site(trace, tensors, *SUBSTITUTIONS[words]) if words in SUBSTITUTIONS else None
+            swap = words if words in SUBSTITUTIONS else SUBSTITUTED.get(explained[0]) if len(explained) == 1 else None
+            operand = _operand_site(trace, tensors, *SUBSTITUTIONS[swap]) if swap is not None else None
             made = _made_elsewhere(trace, viewed or r, _wrong_numbers(r, due, stages, tensors, causal))
             unscaled = _scores_line(trace, r, good) if words.startswith(UNSCALED) else None
             if operand is not None:  # the input (or the wrong projection) taken where a projection belongs
@@ -436,9 +476,41 @@ def departures(
             found.append(Departure(at, due, words, stages.get(due), explained, causal))
         if nxt is None:
             break
+        said = {m for d in found for m in d.explained_by}
+        pending += [m for j in range(level + 1, nxt[0] + 1) for m in chain[j][0] if m not in said]
         level = nxt[0]
         reached = RANK[nxt[1]] if match(r, chain[level][1]) else reached
+    for d in found:  # masked before the scale or after it: the masked scores, as the report names the stages
+        d.stage = "masked" if d.stage == "premasked" else d.stage
     return found
+
+
+def _passed_over(
+    trace: Trace,
+    r: Record,
+    hit: str,
+    pending: list[str],
+    followed: Combo,
+    without: Callable[[Combo], dict[str, torch.Tensor] | None],
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+) -> list[Departure]:
+    """A departure at ``r`` (which matches stage ``hit`` of the model followed) for each mutation of ``pending``
+    whose model ``r`` tells from the one without it, at ``r``'s line (a projection left out or swapped: where its
+    operand took the wrong input); each such mutation leaves ``pending``."""
+    out = []
+    for m in list(pending):
+        stages = without(tuple(x for x in followed if x != m))
+        if stages is None or hit not in stages or _equal(r.value, stages[hit]):  # type: ignore[arg-type]
+            continue
+        pending.remove(m)
+        words, at = describe(r, hit, stages, tensors, causal), r
+        operand = _operand_site(trace, tensors, *SUBSTITUTIONS[SUBSTITUTED[m]]) if m in SUBSTITUTED else None
+        if operand is not None:
+            words = SUBSTITUTED[m]
+            at = replace(r, file=str(operand["file"]), line=int(operand["line"]), code=str(operand["code"]))
+        out.append(Departure(at, hit, words, stages[hit], (m,), causal))
+    return out
 
 
 UNSCALED = "the scores Q K^T, never divided by sqrt(d_k)"
@@ -474,19 +546,68 @@ def _operand_site(trace: Trace, tensors: dict[str, torch.Tensor], role: str, sou
     projection) in place of its own projection: the first line of its chain that reads that input (``v =
     x.view(...)``, ``"k_proj.weight": W_Q.T``), the line binding a name to the input itself (``q = X``), or the
     product's own line when it reads the input there (``w @ X``)."""
+    trace = _numpy_reads(trace)
     found = _product(trace, tensors, role, source)
     if found is None:
-        return None
+        return _named_array(trace, tensors, source)
     p, name = found
     wanted = "in:X" if source == "X" else f"in:{source}"
     if name.startswith("in:"):
         return _bound(trace, p, name, role == "Q") or where_of(p)
     by = {f"v:{x.index}": x for x in trace.records}
+    if by[name].numpy:  # an array named for the operand (``v = x``), or the input's own array read there
+        own = by[name]
+        converted = any(x.line == own.line and x.file == own.file and wanted in x.reads for x in trace.records)
+        return where_of(p if converted else own)
     chain = [by[a] for a in (_ancestors(trace, by[name]) | {name}) if a in by]
     reading = sorted((x for x in chain if wanted in x.reads), key=lambda x: x.index)
     if not reading:
         return where_of(by[name])
     return _bound(trace, reading[0], wanted, role == "Q") or where_of(reading[0])
+
+
+def _named_array(trace: Trace, tensors: dict[str, torch.Tensor], source: str) -> dict[str, Any] | None:
+    """A NumPy head's array bound to ``source``'s value (X, or X W_Q) under another name than the one its
+    conversion from torch gave it (``v = x``), when no recorded product says which operand it became (``return
+    torch.from_numpy(weights @ v)`` binds no array): the last such line."""
+    X = tensors["X"]
+    wrong = X if source == "X" else X @ tensors[source]
+    wanted = "in:X" if source == "X" else f"in:{source}"
+    named = [
+        r
+        for r in trace.records
+        if r.numpy
+        and r.value is not None
+        and r.value.shape == wrong.shape
+        and _equal(r.value, wrong)
+        and not any(x.line == r.line and x.file == r.file and wanted in x.reads for x in trace.records)
+    ]
+    return where_of(named[-1]) if named else None
+
+
+def _numpy_reads(trace: Trace) -> Trace:
+    """The trace with what each array of a NumPy head read, as its line names it (the tracer sees arrays only as
+    the locals they are bound to): the latest array bound to each name its right-hand side reads, and the torch
+    values its line made before it (``x = X.detach().cpu().numpy()``). Lines of the same function only are
+    meant; a helper's parameter named like a caller's array reads that array."""
+    if not any(r.numpy and not r.reads for r in trace.records):
+        return trace
+    latest: dict[str, str] = {}
+    records, since = [], 0
+    for pos, r in enumerate(trace.records):
+        if not r.numpy or r.reads:
+            records.append(r)
+            continue
+        code = r.code.split("#", 1)[0]
+        right = code.split("=", 1)[1] if re.match(r"^\s*[\w.\[\], ]+=[^=]", code) else code
+        names = re.findall(r"([A-Za-z_]\w*)(?!\w)(?!\s*=[^=])", right)  # not a keyword argument's name
+        reads = [latest[n] for n in names if n in latest]
+        reads += [f"v:{x.index}" for x in trace.records[since:pos] if not x.numpy and x.line == r.line]
+        records.append(replace(r, reads=tuple(dict.fromkeys(reads))))
+        if r.var:
+            latest[r.var] = f"v:{r.index}"
+        since = pos + 1
+    return replace(trace, records=records)
 
 
 def _bound(trace: Trace, r: Record, name: str, first: bool) -> dict[str, Any] | None:
@@ -533,6 +654,53 @@ def _product(trace: Trace, tensors: dict[str, torch.Tensor], role: str, source: 
     return None
 
 
+def _laid_out(trace: Trace, T: int, tensors: dict[str, torch.Tensor]) -> Trace:
+    """The trace with its values in the lecture's (B, T, *) layout: a head axis of size one dropped, and the
+    calls of a function on one sequence (T, d) of the batch stacked into the batch's values."""
+    return _per_sequence(_one_head(trace, T), tensors)
+
+
+def _per_sequence(trace: Trace, tensors: dict[str, torch.Tensor]) -> Trace:
+    """The trace of a head that computes one sequence of the batch at a time (a function on X[b], (T, d), called
+    in a loop or a comprehension, the results stacked) as the batched head would have recorded it (issue 35, item
+    2): the k-th value computed from sequence b, for every b, stacked into one (B, *) value at the first
+    sequence's record, read wherever any sequence's was. The loop over the batch is a layout, never a departure;
+    a trace whose sequences do not each make the same values at the same lines is left as it is."""
+    X = tensors["X"]
+    B = int(X.shape[0])
+    slices: dict[int, str] = {}
+    for r in trace.records:
+        if r.value is None or "in:X" not in r.reads or tuple(r.value.shape) != tuple(X.shape[1:]):
+            continue
+        b = next((b for b in range(B) if _equal(r.value, X[b], 0.0, 0.0)), None)
+        if b is not None and b not in slices:
+            slices[b] = f"v:{r.index}"
+    if len(slices) != B or B < 2:
+        return trace
+    of: dict[str, set[int]] = {}  # record -> the sequences it was computed from
+    for r in trace.records:
+        name = f"v:{r.index}"
+        of[name] = {b for b, n in slices.items() if n == name}.union(*(of.get(x, set()) for x in r.reads))
+    seqs = [[r for r in trace.records if of[f"v:{r.index}"] == {b}] for b in range(B)]
+    if any(len(q) != len(seqs[0]) for q in seqs) or any(
+        (x.op, x.file, x.line) != (y.op, y.file, y.line) for q in seqs[1:] for x, y in zip(seqs[0], q, strict=True)
+    ):
+        return trace
+    first = {f"v:{y.index}": f"v:{x.index}" for q in seqs[1:] for x, y in zip(seqs[0], q, strict=True)}
+    stacked: dict[int, torch.Tensor | None] = {}
+    for k, x in enumerate(seqs[0]):
+        values = [q[k].value for q in seqs]
+        same = all(v is not None and x.value is not None and v.shape == x.value.shape for v in values)
+        stacked[x.index] = torch.stack(values) if same else None  # type: ignore[arg-type]
+    records = []
+    for r in trace.records:
+        if f"v:{r.index}" in first:
+            continue
+        reads = tuple(dict.fromkeys(first.get(x, x) for x in r.reads))
+        records.append(replace(r, value=stacked.get(r.index, r.value), reads=reads))
+    return replace(trace, records=records)
+
+
 def _one_head(trace: Trace, T: int) -> Trace:
     """The trace with each value that carries a head axis of size 1 after the batch, (B, 1, T, n) or K^T's
     (B, 1, n, T), read as the (B, T, n) it holds: a multi-head skeleton used with one head (issue 35, item 1)
@@ -566,6 +734,158 @@ def _changing(chain: list[tuple[Combo, dict[str, torch.Tensor]]], level: int, to
     return tuple(changing) or tuple(m for j in steps for m in chain[j][0])
 
 
+def _fill_step(
+    trace: Trace,
+    r: Record,
+    chain: list[tuple[Combo, dict[str, torch.Tensor]]],
+    level: int,
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+) -> tuple[int, list[Departure]] | None:
+    """When ``r`` is the scores (scaled or not yet: a mask applied before the scale) with a finite constant written
+    into, or added to, the entries a mask hides, and a later model of the chain fills them so: the level of that
+    model, and the departures ``r`` shows: the mask's pattern where it is not the future keys (at the line that
+    built it), then the constant (at ``r``'s line, or where the number was bound). At ordinary scores -100 hides
+    the future as well as -inf, so the weights after it come back to the lecture's: without this step no value
+    departs (issue 35, item 1)."""
+    to = next((j for j in range(level + 1, len(chain)) if any(SLOT_OF[m] == "fill" for m in chain[j][0])), None)
+    if to is None or r.value is None:
+        return None
+    stages = chain[level][1]
+    v = r.value.double()
+    for base in ("scaled", "scores"):
+        s = stages.get(base)
+        if s is None or s.shape != v.shape or v.dim() != 3:
+            continue
+        s = s.double()
+        hidden = ~torch.isclose(v, s, rtol=1e-9, atol=1e-12)
+        if not bool(hidden.any()) or bool(hidden.all()) or not bool((hidden == hidden[:1]).all()):
+            continue
+        for additive, x in ((False, v[hidden]), (True, (v - s)[hidden])):
+            c = float(x[0])
+            if c == 0 or not bool(torch.isfinite(x).all()) or not bool(torch.allclose(x, torch.full_like(x, c))):
+                continue
+            return to, _filled(trace, r, chain, level, to, hidden, s, c, additive, tensors, causal)
+    return None
+
+
+def _filled(
+    trace: Trace,
+    r: Record,
+    chain: list[tuple[Combo, dict[str, torch.Tensor]]],
+    level: int,
+    to: int,
+    hidden: torch.Tensor,
+    s: torch.Tensor,
+    c: float,
+    additive: bool,
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+) -> list[Departure]:
+    """The departures of a finite mask constant ``c`` written into (added to) the ``hidden`` entries of ``r``
+    (:func:`_fill_step`), and of a scale passed over on the way there (scores never scaled: where they are
+    computed)."""
+    assert r.value is not None
+    steps = [m for j in range(level + 1, to + 1) for m in chain[j][0]]
+    fill = next(m for m in steps if SLOT_OF[m] == "fill")
+    expected = chain[to][1].get("masked")
+    T = hidden.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    out = []
+    out += _scale_passed(trace, r, chain, level, to, tensors, causal)
+    pattern = next((m for m in steps if SLOT_OF[m] == "mask"), None)
+    if pattern is not None and not torch.equal(hidden[0], future):
+        words = _masking(s.masked_fill(hidden, float("-inf")), s) or "hides other entries than the future keys"
+        site = _pattern_origin(trace, _mask_pattern(trace, r, hidden[0]), T) or r
+        out.append(Departure(site, "masked", words, expected, (pattern,), causal))
+    switch = next((m for m in steps if SLOT_OF[m] == "switch"), None)
+    if switch is not None and not causal:
+        words = f"the future keys masked (with {c:.6g}) although causal=False asks for the unmasked head"
+        out.append(Departure(r, "masked", words, expected, (switch,), causal))
+    which = "the future keys" if torch.equal(hidden[0], future) else "the entries it hides"
+    words = (
+        f"{c:.6g} added to {which} instead of -inf: at large scores it no longer hides them"
+        if additive
+        else f"{which} filled with {c:.6g} instead of -inf: a finite fill hides them only while the scores stay small"
+    )
+    viewed = _viewed(trace, r, T)  # written into a reshaped copy (``X[~mask] = value`` on (B * T, T)): that line
+    use = viewed or r
+    added = _mask_source(trace, r, chain[level][1]) if additive else None  # the additive mask's own line
+    made = _made_elsewhere(trace, use, [(c, ())])
+    at = replace(r, file=use.file, line=use.line, code=use.code)
+    if made is not None:
+        words += f"; `{made.var}` = {made.value:.6g} is set here and used at line {use.line}: `{use.code}`"
+        at = replace(r, file=made.file, line=made.line, code=made.code)
+    elif added is not None:
+        at = replace(r, file=added.file, line=added.line, code=added.code)
+    out.append(Departure(at, "masked", words, expected, (fill,), causal))
+    return out
+
+
+def _scale_passed(
+    trace: Trace,
+    r: Record,
+    chain: list[tuple[Combo, dict[str, torch.Tensor]]],
+    level: int,
+    to: int,
+    tensors: dict[str, torch.Tensor],
+    causal: bool,
+) -> list[Departure]:
+    """The departure of a scale mutation among the steps from ``level`` to ``to`` that ``r`` (the masked scores)
+    passed over, at the value before ``r`` that holds that model's scaled scores (the scores never divided, or
+    scaled wrongly on a line that matched no stage of the lecture's): [] when there is none."""
+    scale = next((m for j in range(level + 1, to + 1) for m in chain[j][0] if SLOT_OF[m] == "scale"), None)
+    scaled = chain[to][1].get("scaled")
+    if scale is None or scaled is None:
+        return []
+    made = next(
+        (x for x in trace.records if x.index < r.index and x.value is not None and x.value.shape == scaled.shape
+         and _equal(x.value, scaled)),
+        None,
+    )  # fmt: skip
+    if made is None:
+        return []
+    lecture = chain[level][1]
+    words = describe(made, "scaled", lecture, tensors, causal)
+    return [Departure(made, "scaled", words, lecture.get("scaled"), (scale,), causal)]
+
+
+def _mask_pattern(trace: Trace, r: Record, hidden: torch.Tensor) -> Record | None:
+    """The (T, T) mask ``r`` read whose entries (or their complement) are the ``hidden`` pattern."""
+    by = {f"v:{x.index}": x for x in trace.records}
+    earlier = [x for x in trace.records if x.index < r.index] if r.numpy else [by[n] for n in r.reads if n in by]
+    for x in reversed(earlier):
+        if _same_pattern(x, hidden):
+            return x
+    return None
+
+
+def _same_pattern(x: Record, hidden: torch.Tensor) -> bool:
+    """Whether ``x``'s value, cut to (T, T) where it is larger (a buffer of the block size), is nonzero exactly on
+    ``hidden`` or exactly off it."""
+    v, T = x.value, hidden.shape[-1]
+    if v is None or v.dim() != 2 or v.shape[0] < T or v.shape[1] < T or v.dtype.is_complex:
+        return False
+    nz = v[:T, :T] != 0
+    return bool(torch.equal(nz, hidden) or torch.equal(nz, ~hidden))
+
+
+def _pattern_origin(trace: Trace, x: Record | None, T: int) -> Record | None:
+    """The line that made the pattern of mask ``x``: back through the values it was computed from that hold the
+    same pattern (``self.tril[:T, :T] == 0`` to ``torch.tril(torch.ones(block, block))``), the first."""
+    if x is None or x.value is None:
+        return x
+    hidden = (x.value[:T, :T] != 0) if x.value.dim() == 2 else None
+    if hidden is None:
+        return x
+    by = {f"v:{y.index}": y for y in trace.records}
+    while True:
+        sources = [by[n] for n in x.reads if n in by and _same_pattern(by[n], hidden)]
+        if len(sources) != 1 or len(x.reads) != 1:
+            return x
+        x = sources[0]
+
+
 def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Record | None:
     """The line that built the mask a departing masked value was made with, when the mask is what is wrong: a
     constant added to the scores (``r`` = scaled + it), or the pattern a masked_fill or where applied."""
@@ -581,11 +901,20 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
         assert x.value is not None
         if x.value.dtype.is_floating_point and _equal(r.value, s + x.value.double()):
             return x
-    words = _masking(r.value, s)
+    words = _masking_of(r.value, stages)
     if words is None or not words.startswith("hides") or r.numpy:
         return None
     pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
-    return pattern[-1] if pattern else None
+    return _pattern_origin(trace, pattern[-1], T) if pattern else None
+
+
+def _masking_of(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> str | None:
+    """:func:`_masking` of ``v`` against the scaled scores, or against the scores not yet scaled (a mask applied
+    before the scale: ``-inf / sqrt(d_k)`` is -inf)."""
+    for base in ("scaled", "scores"):
+        if base in stages and (words := _masking(v, stages[base])) is not None:
+            return words
+    return None
 
 
 Wrong = list[tuple[float, tuple[float, ...]]]  # a number a value was made with, and the numbers right for its role
@@ -680,6 +1009,20 @@ def _viewed(trace: Trace, r: Record, T: int) -> Record | None:
     return x
 
 
+def _softmax_part(r: Record, stages: dict[str, torch.Tensor]) -> bool:
+    """Whether ``r`` is a hand-written softmax's own step: the masked scores less each row's max, or their exp
+    (Proposition 5.1): on the way to the weights, never a departure itself, whatever the weights become."""
+    assert r.value is not None
+    for stage in ("masked", "scaled"):
+        s = stages.get(stage)
+        if s is None or s.shape != r.value.shape:
+            continue
+        shifted = s - s.amax(-1, keepdim=True)
+        if _equal(r.value, shifted) or _equal(r.value, torch.exp(shifted)):
+            return True
+    return False
+
+
 def _nan_source(trace: Trace, r: Record, derived: set[str]) -> Record | None:
     """The constant (computed from no input) that brought NaN into ``r``, when ``r`` holds NaN."""
     if r.value is None or not r.value.dtype.is_floating_point or not bool(torch.isnan(r.value).any()):
@@ -717,7 +1060,7 @@ def _due(r: Record, stages: dict[str, torch.Tensor], reached: int) -> str:
     """The stage ``r`` stands in for: of its shape, the first one after those reached (the last one when none
     is later)."""
     assert r.value is not None
-    same = [s for s, v in stages.items() if v.shape == r.value.shape and s != "K^T"]
+    same = [s for s, v in stages.items() if v.shape == r.value.shape and s not in ("K^T", "premasked")]
     later = sorted((s for s in same if RANK[s] > reached), key=lambda s: RANK[s])
     earlier = sorted((s for s in same if RANK[s] <= reached), key=lambda s: -RANK[s])
     best = [s for s in later + earlier if describe_fit(r.value, stages[s]) is not None]
@@ -859,10 +1202,11 @@ def _rows(v: torch.Tensor, e: torch.Tensor) -> str | None:
 
 
 def _dropout(v: torch.Tensor, e: torch.Tensor) -> str | None:
-    if v.shape != e.shape:
+    if v.shape != e.shape or e.numel() == 0:
         return None
-    zeroed = (v == 0) & (e != 0)
-    kept = (v != 0) & (e != 0)
+    seen = e.abs() > 1e-12 * float(e.abs().max())  # a weight of exp(-100) is 0 to dropout's eye (a finite fill)
+    zeroed = (v == 0) & seen
+    kept = (v != 0) & seen
     if not bool(zeroed.any()) or not bool(kept.any()):
         return None
     k = v[kept] / e[kept]
@@ -931,15 +1275,17 @@ def describe(
                 "exp of the scores without first subtracting each row's max: it overflows to inf at large "
                 "scores (Proposition 5.1 allows the shift)"
             )
-    if due == "masked" and "scaled" in stages:
-        masking = _masking(v, stages["scaled"])
+    if due == "weights" and (by_scores := _over_scores(v, stages)) is not None:
+        return by_scores
+    if due in ("scores", "premasked", "scaled", "masked") and "masked" in stages:
+        masking = _masking_of(v, stages)
         if masking is not None:
             return masking
     said = describe_fit(v, expected)
     if said is not None and said.startswith("FACTOR:"):
         c = float(said.removeprefix("FACTOR:"))
-        if due in ("scaled", "masked") and "scores" in stages:
-            scale = c * d_k**-0.5
+        if due in ("scores", "scaled", "masked") and "scores" in stages:
+            scale = c if due == "scores" else c * d_k**-0.5  # Q K^T times a factor is the scores, scaled
             if math.isclose(scale, 1.0, rel_tol=1e-9):
                 return "the scores Q K^T, never divided by sqrt(d_k) (Lemma 5.5)"
             return (
@@ -955,6 +1301,28 @@ def describe(
     if diff is not None and bool(torch.isfinite(diff).any()):
         return f"differs from {name} (largest difference {float(diff[torch.isfinite(diff)].max()):.3g})"
     return f"differs from {name}"
+
+
+SUM_OF_SCORES = (
+    "exp of the scores divided by the sum of the scores, not by the sum of their exps: the rows do not sum to 1 "
+    "(Proposition 3.1)"
+)
+
+
+def _over_scores(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> str | None:
+    """A softmax written by hand that divides exp(s) by the sum of the scores s (each row's max subtracted or not)
+    instead of by the sum of exp(s)."""
+    for stage in ("masked", "scaled"):
+        s = stages.get(stage)
+        if s is None or s.shape != v.shape:
+            continue
+        s = s.double()
+        for x in (s, s - s.amax(-1, keepdim=True)):
+            with torch.no_grad():
+                guess = torch.exp(x) / x.sum(-1, keepdim=True)
+            if _equal(v, guess) and not _equal(v, torch.softmax(s, -1)):
+                return SUM_OF_SCORES
+    return None
 
 
 def _masking(v: torch.Tensor, s: torch.Tensor) -> str | None:
@@ -1052,7 +1420,8 @@ def _swapped(tensors: dict[str, torch.Tensor], causal: bool) -> list[tuple[str, 
             s = raw * scale
             m = s.masked_fill(future, float("-inf")) if causal else s
             w = torch.softmax(m, dim=-1)
-            out += [(words, stage) for stage in (raw, s, m, w, w @ val)]
+            # values in place of V change the output alone: its scores are the lecture's
+            out += [(words, stage) for stage in ((raw, s, m, w) if val is V else ()) + (w @ val,)]
     if len(_SWAPPED) > 4:
         _SWAPPED.clear()
     _SWAPPED[(id(X), causal)] = (X, out)
@@ -1088,13 +1457,47 @@ def follow(
         chain = models(tensors, causal, combo, fitted, theirs)
         if not chain:
             continue
-        deps = departures(trace, chain, tensors, causal)
-        for dep in deps + _swapped_sites(trace, combo, found + deps, tensors, causal):
+        deps = departures(
+            trace, chain, tensors, causal, lambda c, t=tensors, f=causal, w=theirs: stages_of(t, f, c, fitted, w)
+        )
+        laid = _laid_out(trace, int(tensors["X"].shape[1]), tensors)
+        for dep in deps + _swapped_sites(laid, combo, found + deps, tensors, causal):
             dep.context = trace.context.get(dep.record.file, {})
             same = (dep.record.file, dep.record.line, dep.explained_by)
             if not any((f.record.file, f.record.line, f.explained_by) == same for f in found):
                 found.append(dep)
     return found
+
+
+def fill_constants(
+    head: Head, combo: Combo, fitted: dict[str, float], length: int | None = None, square: bool = False
+) -> list[tuple[str, float]]:
+    """The finite constants the head's traced call (on the probe, at causal=True) writes into the entries its mask
+    hides ("weak_mask_fill") or adds to them ("weak_mask_constant"), where the model ``combo`` has the scaled
+    scores: each value of the scores' shape that differs from them on some entries only, by one number there. At
+    ordinary scores -100 hides the future keys as well as -inf, so no output tells it: the masked scores do."""
+    tensors = probe(length, square)
+    trace = traced(head, tensors, True)
+    if trace is None:
+        return []
+    stages = stages_of(tensors, True, combo, fitted, _returned_weights(trace))
+    if stages is None or "scaled" not in stages:
+        return []
+    T = int(tensors["X"].shape[1])
+    s = stages["scaled"].double()
+    found: dict[tuple[str, float], None] = {}
+    for r in _laid_out(trace, T, tensors).records:
+        if not _stage_shaped(r, T) or r.value is None or r.value.shape != s.shape:
+            continue
+        v = r.value.double()
+        hidden = ~torch.isclose(v, s, rtol=1e-9, atol=1e-12)
+        if not bool(hidden.any()) or bool(hidden.all()):
+            continue
+        for form, x in (("weak_mask_fill", v[hidden]), ("weak_mask_constant", (v - s)[hidden])):
+            c = float(x[0])
+            if c != 0 and bool(torch.isfinite(x).all()) and bool(torch.allclose(x, torch.full_like(x, c), rtol=1e-9)):
+                found[(form, snap(c))] = None
+    return list(found)
 
 
 def _swapped_sites(

@@ -21,6 +21,7 @@ from grader.checks._base import ALSO_FAILING, BREACH, CASE_STOPPED, NON_FINITE_N
 from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
 from grader.diagnosis._causes import cause, model_cause_ids
+from grader.diagnosis._departure import fill_constants
 from grader.diagnosis._known import (
     PROBE_SEED,
     PROBES,
@@ -31,9 +32,10 @@ from grader.diagnosis._known import (
     student_side,
 )
 from grader.diagnosis._ladder import climb, with_mask_constant
-from grader.diagnosis._mutations import Combo, Fit, _pick, forward
+from grader.diagnosis._mutations import SLOT_OF, SLOTS, Combo, Fit, _pick, forward
 from grader.diagnosis._naming import (
     LEAKY,
+    ORDINARY_SCORES,
     SELF_CONTAINED,
     contract_cause,
     known_cause,
@@ -43,7 +45,7 @@ from grader.diagnosis._naming import (
 )
 from grader.diagnosis._pointing import point
 from grader.diagnosis._replay import REPLAYABLE, responsible
-from grader.diagnosis._search import comparable, reference_matches, search
+from grader.diagnosis._search import comparable, matches, reference_matches, search
 from grader.diagnosis._where import (
     ARGS,
     ATTENTION,
@@ -128,7 +130,7 @@ def _examine(
     runs = run("probe", None, student_side, head, ATTENTION, probes) if where.moved else seen[ATTENTION]
     contract, slips = run("contract", ([], {"r0": [], "r1": []}), _contract, head, probes, runs, failed, where)
     causes += contract
-    found = run("search", None, _changes, head, probes, runs, passed, failed)
+    found = run("search", None, _changes, head, probes, runs, passed, failed, where)
     makers: list[str] = []  # the named causes that make the head's non-finite outputs (issue 30)
     if found is not None:
         combo, fitted = found
@@ -241,14 +243,15 @@ def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> Non
 
 
 def _changes(
-    head: Head, probes: list[Probe], runs: list[Seen] | None, passed: set[str], failed: set[str]
+    head: Head, probes: list[Probe], runs: list[Seen] | None, passed: set[str], failed: set[str], where: Where
 ) -> tuple[Combo, dict[str, float]] | None:
     """The mutations of the reference that reproduce the head's values (gradient probes left out: the
     error model is about values, and a head of the wrong output width cannot take the upstream); () when
-    the reference itself does, None when nothing does. When numerical_stability failed and the head masks
-    like the model at ordinary scores, the ladder looks for a finite mask constant (``_ladder``); the model
-    it grows is the one found on every probe or, when none was, on the ordinary ones (huge scores outweigh
-    an additive -1e4: only the ladder then tells the constant)."""
+    the reference itself does, None when nothing does. When numerical_stability or a check of the future keys
+    failed and the model found fills the hidden entries with -inf, the ladder looks for a finite mask constant
+    (``_ladder``; where the model masks the right entries), then the head's own traced scores do
+    (:func:`_traced_fill`); the model grown is the one found on every probe or, when none was, on the ordinary
+    ones (huge scores outweigh an additive -1e4: only the ladder then tells the constant)."""
     if runs is None:
         return None
     pairs = [(p, s) for p, s in zip(probes, runs, strict=True) if "grad" not in p.options]
@@ -256,13 +259,61 @@ def _changes(
     if theirs is None:
         return None
     found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
-    if "numerical_stability" not in failed or (found is not None and _pick(found[0], "mask") is not None):
+    if not _fill_unseen(failed) or (found is not None and _pick(found[0], "fill") is not None):
         return found
     base = found or _ordinary(probes, theirs, passed)
-    if base is None or _pick(base[0], "mask") is not None:
+    if base is None or _pick(base[0], "fill") is not None:
         return found
-    ladder = climb(lambda probe: _ask(head, probe), *base)
-    return with_mask_constant(ladder, probes, theirs, *base) or found
+    if _pick(base[0], "mask") is None:
+        ladder = climb(lambda probe: _ask(head, probe), *base)
+        grown = with_mask_constant(ladder, probes, theirs, *base)
+        if grown is not None:
+            return grown if _seen_fill(grown[1]["mask"], failed, ()) else found  # its rungs show it
+    return _traced_fill(head, probes, theirs, base, failed, where) or found
+
+
+def _seen_fill(c: float, failed: set[str], combo: Combo) -> bool:
+    """Whether a failing check shows mask constant ``c`` beside the mutations ``combo``: one below 1000 in magnitude
+    leaks at ordinary scores; one that masks exactly there (-1e4) breaks only numerical_stability, and is named
+    only when that failed and no mutation of ``combo`` breaks it too (a head with no other mistake gets no cause
+    for it either; a diagonal hidden with -1e9 is the diagonal's mistake)."""
+    if abs(c) < ORDINARY_SCORES:
+        return True
+    return "numerical_stability" in failed and not any("numerical_stability" in violates(m) for m in combo)
+
+
+# the checks a finite mask constant fails by itself: numerical_stability (huge scores, half precision) and, for one
+# below 1000 in magnitude, those of the exact zeros of the future keys (-100 leaves them exp(-100), which the
+# search's probes cannot tell from 0)
+FILL_FAILS = ("numerical_stability", "causal_mask", "future_perturbation")
+
+
+def _fill_unseen(failed: set[str]) -> bool:
+    """Whether a finite mask constant the search cannot see may be behind some failing check."""
+    return any(c in failed for c in FILL_FAILS)
+
+
+def _traced_fill(
+    head: Head,
+    probes: list[Probe],
+    theirs: list[Seen],
+    base: tuple[Combo, dict[str, float]],
+    failed: set[str],
+    where: Where,
+) -> tuple[Combo, dict[str, float]] | None:
+    """``base`` with the finite constant the head's own traced call writes into (or adds to) the entries its mask
+    hides, when that model reproduces the head on every probe (issue 35: -100 hides the future keys at ordinary
+    scores as well as -inf, and beside another mask mistake or a transpose the ladder cannot tell it; the head's
+    masked scores do), and a failing check shows it (:func:`_seen_fill`)."""
+    combo, fitted = base
+    for form, c in fill_constants(head, combo, fitted, where.length, where.square):
+        if not _seen_fill(c, failed, combo):
+            continue
+        grown = tuple(sorted((*combo, form), key=lambda m: SLOTS.index(SLOT_OF[m])))
+        fit = matches(grown, probes, theirs, {**fitted, "mask": c})
+        if fit is not None:
+            return grown, fit.values
+    return None
 
 
 def _ordinary(probes: list[Probe], theirs: list[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:

@@ -118,7 +118,7 @@ def with_mask_constant(
 ) -> tuple[Combo, dict[str, float]] | None:
     """``combo`` with its mask replaced by a finite constant, filled or added, that reproduces the head on
     the ladder (within :data:`LADDER`) and on the search's probes (exactly); None when neither form does."""
-    if not ladder.rungs or _pick(combo, "mask") is not None:
+    if not ladder.rungs or _pick(combo, "mask") is not None or _pick(combo, "fill") is not None:
         return None
     presets: list[dict[str, float]] = [{}]
     if ladder.lo is not None and ladder.hi is not None:

@@ -1,8 +1,8 @@
 """The error model: the reference head with a few slots that a student's code may change (issue 10).
 
-A mutation is one change in one slot (how scores are scaled, how the mask is applied, which softmax,
-its compute dtype, leftover randomness, which projections are multiplied). :func:`forward` is the
-reference head (Definition 2.2, Definition 4.1, Lemma 5.5) with any set of mutations, at most one per
+A mutation is one change in one slot (how scores are scaled, which entries the mask hides, what it fills them
+with, which softmax, its compute dtype, leftover randomness, which projections are multiplied). :func:`forward`
+is the reference head (Definition 2.2, Definition 4.1, Lemma 5.5) with any set of mutations, at most one per
 slot, applied. It runs here in the grader on the probes' trusted inputs; student code never runs here.
 
 Some mutations carry a constant that is fitted from the head's own weights (a hard-coded scale, a weak
@@ -18,10 +18,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-SLOTS = ("scale", "switch", "mask", "softmax", "dtype", "randomness", "projections", "values")
+SLOTS = ("scale", "switch", "mask", "fill", "softmax", "dtype", "randomness", "projections", "values")
 
 MUTATIONS: dict[str, tuple[str, ...]] = {
-    "scale": ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant"),
+    "scale": (
+        "no_scaling",
+        "scale_by_dk",
+        "scale_by_sqrt_d_model",
+        "scale_by_sqrt_T",
+        "scale_times_sqrt_dk",
+        "scale_constant",
+    ),
     "switch": ("causal_flag_ignored",),  # composes with every mask: a head may mask wrongly and always
     "mask": (
         "no_mask",
@@ -32,9 +39,10 @@ MUTATIONS: dict[str, tuple[str, ...]] = {
         "mask_value_derived",
         "mask_after_softmax_no_renorm",
         "mask_after_softmax_renorm",
-        "weak_mask_constant",
-        "weak_mask_fill",
     ),
+    # what the hidden entries get, fitted: its own slot, so a finite constant composes with every pattern that
+    # hides entries before the softmax (issue 35: a -100 fill beside a diagonal masked too)
+    "fill": ("weak_mask_constant", "weak_mask_fill"),
     "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
     "dtype": ("softmax_in_float32", "scale_in_float32"),
     "randomness": ("dropout_left_on",),
@@ -101,17 +109,18 @@ def _fit_scale(raw: torch.Tensor, theirs: torch.Tensor | None, allowed: torch.Te
     return (num[good] / den[good]).flatten()
 
 
-def _fit_mask(s: torch.Tensor, theirs: torch.Tensor | None, future: torch.Tensor, additive: bool) -> torch.Tensor:
-    """The mask constant m from pairs (future j, allowed k) of one row with both weights positive:
-    additive: log w_j - log w_k = s_j + m - s_k; fill: log w_j - log w_k = m - s_k."""
+def _fit_mask(s: torch.Tensor, theirs: torch.Tensor | None, hidden: torch.Tensor, additive: bool) -> torch.Tensor:
+    """The mask constant m from pairs (hidden j, allowed k) of one row with both weights positive (``hidden``:
+    the (B, T, T) entries the mask's pattern hides): additive: log w_j - log w_k = s_j + m - s_k; fill:
+    log w_j - log w_k = m - s_k."""
     if theirs is None:
         return torch.empty(0, dtype=s.dtype)
     pos = (theirs > 0) & torch.isfinite(theirs)
     logw = theirs.clamp_min(1e-300).log()
     estimates = []
-    for b, i in zip(*torch.nonzero((pos & ~future).any(-1) & (pos & future).any(-1), as_tuple=True), strict=True):
-        k = int(torch.nonzero(pos[b, i] & ~future[i])[0])
-        js = torch.nonzero(pos[b, i] & future[i]).flatten()
+    for b, i in zip(*torch.nonzero((pos & ~hidden).any(-1) & (pos & hidden).any(-1), as_tuple=True), strict=True):
+        k = int(torch.nonzero(pos[b, i] & ~hidden[b, i])[0])
+        js = torch.nonzero(pos[b, i] & hidden[b, i]).flatten()
         base = logw[b, i, js] - logw[b, i, k] + s[b, i, k]
         estimates.append(base - s[b, i, js] if additive else base)
     return torch.cat(estimates) if estimates else torch.empty(0, dtype=s.dtype)
@@ -125,6 +134,7 @@ def named_scales(T: int, d: int, d_k: int) -> dict[str, float]:
         "scale_by_dk": 1 / d_k,
         "scale_by_sqrt_d_model": d**-0.5,
         "scale_by_sqrt_T": T**-0.5,
+        "scale_times_sqrt_dk": d_k**0.5,
     }
 
 
@@ -150,6 +160,7 @@ def forward(
     """
     T, d, d_k = X.shape[1], X.shape[-1], W_Q.shape[1]
     proj, scale_m, mask_m = _pick(combo, "projections"), _pick(combo, "scale"), _pick(combo, "mask")
+    fill_m = _pick(combo, "fill")
     smax = _pick(combo, "softmax")
     if theirs is not None and proj == "weights_transposed":
         theirs = theirs.transpose(-2, -1)
@@ -185,7 +196,7 @@ def forward(
         s = raw * scale  # (B, T, T)
     seen["scaled"] = s
     if masking:
-        masked = _mask_scores(s, mask_m, future, fit, theirs)
+        masked = _mask_scores(s, mask_m, fill_m, future, fit, theirs)
         if masked is None:
             return None
         s = masked
@@ -239,34 +250,49 @@ def _hide(s: torch.Tensor, hidden: torch.Tensor, fit: Fit, theirs: torch.Tensor 
     return s.masked_fill(hidden, fit.values.get("hide_fill", -1e9))
 
 
+def _hidden(s: torch.Tensor, mask_m: str | None, future: torch.Tensor) -> torch.Tensor | None:
+    """The entries the (possibly mutated) causal mask hides before the softmax; None for a mask that hides
+    nothing there (none at all, or one applied after the softmax)."""
+    ones = torch.ones_like(future)
+    return {
+        None: future,
+        "mask_transposed": future.T,  # keeps j >= i
+        "mask_excludes_diagonal": ones.triu(),  # j >= i: row 0 has no key left
+        "mask_leaks_by_one": future.triu(2),
+        "mask_inverted": ~future,  # keeps only j > i
+        "mask_value_derived": s.tril() == 0,  # "masked" wherever the lower-triangular copy is 0
+    }.get(mask_m)
+
+
 def _mask_scores(
-    s: torch.Tensor, mask_m: str | None, future: torch.Tensor, fit: Fit, theirs: torch.Tensor | None
+    s: torch.Tensor,
+    mask_m: str | None,
+    fill_m: str | None,
+    future: torch.Tensor,
+    fit: Fit,
+    theirs: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """The scores after the (possibly mutated) causal mask, before the softmax."""
-    if mask_m is None:
-        return s.masked_fill(future, float("-inf"))
-    if mask_m == "mask_transposed":
-        return s.masked_fill(future.T, float("-inf"))  # keeps j >= i
-    if mask_m == "mask_excludes_diagonal":
-        return _hide(s, torch.ones_like(future).triu(), fit, theirs)  # j >= i: row 0 has no key left
-    if mask_m == "mask_leaks_by_one":
-        return s.masked_fill(future.triu(2), float("-inf"))
-    if mask_m == "mask_inverted":
-        return s.masked_fill(~future, float("-inf"))  # keeps only j > i
-    if mask_m == "mask_value_derived":  # "masked" wherever the lower-triangular copy is 0
-        return _hide(s, s.tril() == 0, fit, theirs)
-    if mask_m in ("weak_mask_constant", "weak_mask_fill"):
-        if theirs is None and "mask" not in fit.values:
-            return None
-        additive = mask_m == "weak_mask_constant"
-        m = fit.get("mask", lambda: _fit_mask(s, theirs, future, additive))
-        if m is None:
-            m = -1e300 if additive else float("-inf")  # not yet seen: only exact zeros so far
-        elif additive and abs(m) < 1e-9:
-            return None  # adding nothing: the plain "no mask" describes it
-        if not additive:
-            return s.masked_fill(future, m)
-        if fit.values.get("mask_rounded"):  # the constant rounded to the scores' dtype first (NumPy's rule)
-            return s + future.to(s.dtype) * torch.tensor(m, dtype=s.dtype)
-        return s + m * future.to(s.dtype)
-    return s  # after-softmax masks act later
+    """The scores after the (possibly mutated) causal mask, before the softmax: the entries its pattern hides
+    get -inf, or the finite constant of ``fill_m``, written into them or added to them."""
+    hidden = _hidden(s, mask_m, future)
+    if hidden is None:
+        return None if fill_m is not None else s  # no mask, or one after the softmax: nothing to fill
+    if fill_m is None:
+        if mask_m in ("mask_excludes_diagonal", "mask_value_derived"):
+            return _hide(s, hidden, fit, theirs)  # rows with nothing left
+        return s.masked_fill(hidden, float("-inf"))
+    if theirs is None and "mask" not in fit.values:
+        return None
+    additive = fill_m == "weak_mask_constant"
+    m = fit.get("mask", lambda: _fit_mask(s, theirs, hidden.expand_as(s), additive))
+    if m is None:  # not yet seen: only exact zeros so far
+        if not additive and mask_m in ("mask_excludes_diagonal", "mask_value_derived"):
+            return _hide(s, hidden, fit, theirs)  # a row with nothing left is uniform for any finite fill
+        m = -1e300 if additive else float("-inf")
+    elif additive and abs(m) < 1e-9:
+        return None  # adding nothing: the plain "no mask" describes it
+    if not additive:
+        return s.masked_fill(hidden, m)
+    if fit.values.get("mask_rounded"):  # the constant rounded to the scores' dtype first (NumPy's rule)
+        return s + hidden.to(s.dtype) * torch.tensor(m, dtype=s.dtype)
+    return s + m * hidden.to(s.dtype)

@@ -467,7 +467,7 @@ MUTATIONS: dict[str, Mutation] = {
         Mutation("no_scaling", "scale", ("no_scaling",), "scale", _scale("none")),
         Mutation("scale_by_dk", "scale", ("scale_by_dk",), "scale", _scale("dk")),
         Mutation("scale_by_sqrt_d_model", "scale", ("scale_by_sqrt_d_model",), "scale", _scale("d_model")),
-        Mutation("scale_times_sqrt_dk", "scale", ("departure:scaled",), "scale", _scale("times")),
+        Mutation("scale_times_sqrt_dk", "scale", ("scale_times_sqrt_dk", "departure:scaled"), "scale", _scale("times")),
         Mutation("fill_minus_1e4", "fill", ("weak_mask_fill", "weak_mask_constant"), "fill", _fill("-1e4")),
         Mutation(
             "fill_minus_100",
@@ -503,7 +503,15 @@ MUTATIONS: dict[str, Mutation] = {
 # style's own: they find no mutation.
 FAMILIES: dict[str, frozenset[str]] = {
     **dict.fromkeys(
-        ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_constant", "scale_in_float32"),
+        (
+            "no_scaling",
+            "scale_by_dk",
+            "scale_by_sqrt_d_model",
+            "scale_by_sqrt_T",
+            "scale_times_sqrt_dk",
+            "scale_constant",
+            "scale_in_float32",
+        ),
         frozenset({"scale"}),
     ),
     **dict.fromkeys(

@@ -1,0 +1,23 @@
+"""A head written in NumPy whose softmax divides exp(s) by the sum of the scores, not of their exps."""
+
+import numpy as np
+import torch
+
+
+def softmax(x, axis=-1):
+    x = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(x)
+    return e / x.sum(axis=axis, keepdims=True)
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    x = X.detach().cpu().numpy()
+    q = x @ W_Q.detach().cpu().numpy()
+    k = x @ W_K.detach().cpu().numpy()
+    v = x @ W_V.detach().cpu().numpy()
+    T = x.shape[1]
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(k.shape[-1])
+    if causal:
+        scores = np.where(np.triu(np.ones((T, T), dtype=bool), k=1), -np.inf, scores)
+    weights = softmax(scores, axis=-1)
+    return torch.from_numpy(weights @ v), torch.from_numpy(weights)
