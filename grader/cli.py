@@ -128,7 +128,8 @@ def _grade(args: argparse.Namespace) -> int:
     # Two slots: the head's, and one for the student's own tests. The head's zygote starts first of all,
     # so its torch import overlaps everything this process imports (pydantic, rich, the checks, torch).
     uid_base = _uid_base(args.rubric)
-    with WorkerPool(2, uid_base=uid_base, lazy=True) as pool:
+    # One grade keeps no standby behind its worker (Windows: see grader/sandbox/_winslot.py); a watch grades again.
+    with WorkerPool(2, uid_base=uid_base, lazy=True, spares=args.watch) as pool:
         pool.prestart(1, tests=args.watch)  # a watch's grades take the two slots in turn
         mark("worker started")
         from grader.rubric import RubricError, load_rubric

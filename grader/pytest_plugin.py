@@ -101,7 +101,8 @@ class Step4:
         if self.selected and not self.config.option.collectonly:
             from grader.sandbox._pool import WorkerPool
 
-            self.pool = WorkerPool(2, uid_base=self.rubric.limits.sandbox_uid_base, lazy=True)
+            # one grade per session: no standby kept behind its worker (Windows, see grader/sandbox/_winslot.py)
+            self.pool = WorkerPool(2, uid_base=self.rubric.limits.sandbox_uid_base, lazy=True, spares=False)
             self.pool.prestart(1, tests=False)  # the student's tests take the other slot, started lazily
 
     # -- grading, once ---------------------------------------------------------------------------

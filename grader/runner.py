@@ -119,7 +119,9 @@ def grade(
     reference_side = _reference_side(ref, seed, plot=plot)
     with contextlib.ExitStack() as stack:
         if pool is None:
-            pool = stack.enter_context(WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True))
+            pool = stack.enter_context(  # one grade: no standby kept behind its worker (Windows, see _winslot)
+                WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True, spares=False)
+            )
             tests_pool = tests_pool or pool
         sub = stack.enter_context(
             prepare(

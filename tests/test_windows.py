@@ -191,6 +191,8 @@ def test_an_access_violation_is_a_verdict_as_a_segfault_is_on_linux(
     assert by_id["causal_mask"].status == "error" and by_id["reference_match"].score > 0  # short cases count
     message = by_id["causal_mask"].message
     assert "crashed with an access violation (0xC0000005)" in message, message  # the exit code, not a signal
+    # graded alone (no standby behind its worker until the first crash): the same verdicts
+    assert _essence(_result(windows_out, "crash_alone")) == _essence(result)
 
 
 @skip_without_windows

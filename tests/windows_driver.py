@@ -6,6 +6,8 @@ Writes, in OUT_DIR (UTF-8, always):
 - ``<name>.json``: the GradeResult of each submission: the template's stubs, a correct head, the library
   heads named, and hostile heads made here from the reference (a hang, a memory blow-up, an access violation,
   a daemon the head starts, non-ASCII prints), graded on one pool as a class would be;
+- ``crash_alone.json``: the access violation graded again as one ``grade`` is, on a pool of its own that keeps
+  no standby behind its worker until one crashes (``spares=False``, grader/sandbox/_winslot.py);
 - ``watch.json``: a ``--watch`` session on a copy of a correct head: the first grade, then a save that breaks
   it, and how long that save took to be graded;
 - ``processes.json``: every process of this Windows machine still running the worker's entry point or a
@@ -154,6 +156,23 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
     _write_json(out / "timings.json", timings)
 
 
+def _crash_alone(out: Path, work: Path) -> None:
+    """The access violation graded with no pool given, as a one-shot ``grade`` is: its first crash waits for a
+    cold standby, the next ones find one ready; the verdicts are the pooled grade's."""
+    from grader.rubric import load_rubric
+    from grader.runner import grade
+
+    folder = work / "crash alone"
+    folder.mkdir()
+    (folder / "attention_head.py").write_text(hostile_head("crash"), encoding="utf-8")
+    short = hostile_rubric(load_rubric(), "crash")
+    t0 = time.perf_counter()
+    result = grade(folder / "attention_head.py", short, only=CHECKS_OF["crash"], visuals=False, parallel=False)
+    took = time.perf_counter() - t0  # the first crash's restart waits for a cold standby's torch import
+    print(f"graded crash alone: {result.score:g} / {result.max_score:g} in {took:.2f} s", flush=True)
+    (out / "crash_alone.json").write_text(result.model_dump_json(indent=1), encoding="utf-8")
+
+
 def _watch(out: Path, work: Path) -> None:
     from grader.rubric import load_rubric
     from grader.runner import grade
@@ -223,6 +242,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="step4 windows tier ") as tmp:  # a space in every path
         work = Path(tmp)
         _grade_all(out, work, heads)
+        _crash_alone(out, work)
         _watch(out, work)
     time.sleep(1.0)  # a job's processes are gone a moment after TerminateJobObject returns
     _write_json(out / "processes.json", _leftovers())

@@ -541,6 +541,7 @@ def grade_suite(
     order.insert(rng.randrange(len(order) + 1), None)  # the second wheat run, somewhere among the chaffs
     deadline = time.monotonic() + limits.per_submission_timeout_s
     with _pool_for(pool, limits, jobs) as (active, width):
+        active.keep_spares()  # one run after another (a one-shot grade's pool keeps none otherwise: Windows)
         observe = [getattr(entry, f) for f in ALWAYS_IN_SCOPE]  # the same in every run: the heads stay alike
 
         def run(head: KnownHead | None) -> Run | None:

@@ -105,8 +105,9 @@ def serve(
         return 0
     _flush_stdio()
     _send(sock, {"status": "ready"}, {})
+    requests = _framing.FrameReader(sock)  # each request in one read where it can (a round trip under Wine)
     while True:
-        blob = _framing.recv_frame(sock, REQUEST_CAP)
+        blob = requests.read(REQUEST_CAP)
         if blob is None:
             return 0
         header, tensors = _wire.decode(blob, max_bytes=REQUEST_CAP)

@@ -20,6 +20,8 @@ class WorkerPool:
     """``slots`` worker slots; ``Sandbox(..., pool=pool)`` borrows one for its lifetime.
 
     ``lazy`` starts each slot's zygote on first use instead of now (for pools that may stay unused).
+    ``spares=False`` (a one-shot grade): on Windows, start no standby behind each worker lent, until a
+    worker is lost to a timeout or a crash (``_winslot``); elsewhere nothing is started ahead per worker.
     ``secret_paths``: folders its workers must never read, beyond the grader's own (a batch's
     submissions and output); ``guarded_paths``: folders not readable as a whole, though a folder inside
     may be (/autograder, holding the virtual environment). ``sandbox_uids=False`` keeps a root grader's
@@ -41,6 +43,7 @@ class WorkerPool:
         secret_paths: Sequence[Path] = (),
         guarded_paths: Sequence[Path] = (),
         sandbox_uids: bool = True,
+        spares: bool = True,
     ) -> None:
         if slots < 1:
             raise ValueError(f"a pool needs at least one slot, got slots={slots}")
@@ -61,7 +64,7 @@ class WorkerPool:
                 if self.mode == "standby":
                     from grader.sandbox._winslot import WindowsSlot
 
-                    slot: Slot = WindowsSlot(eager=not lazy)
+                    slot: Slot = WindowsSlot(eager=not lazy, spares=spares)
                     self._slots.append(slot)
                     self._free.put(slot)
                     continue
@@ -97,6 +100,14 @@ class WorkerPool:
                 slot.start()
                 mark("spare worker started")
                 return
+
+    def keep_spares(self) -> None:
+        """From now on, keep a standby behind each worker lent (Windows; see ``spares``): for work that borrows
+        workers one after another, as a student's suite run on the head and then on each known bug."""
+        if self.mode != "standby":
+            return  # a zygote forks each worker when asked: nothing is kept ahead per worker
+        for slot in self._slots:
+            slot.spares = True  # type: ignore[attr-defined]
 
     @property
     def uids(self) -> list[int]:

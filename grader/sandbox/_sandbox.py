@@ -20,7 +20,7 @@ import torch
 
 from grader._timeline import mark
 from grader.sandbox import _wire
-from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame_within
+from grader.sandbox._framing import FrameReader, FrameTooLarge, send_frame_within
 from grader.sandbox._limits import SandboxLimits
 from grader.sandbox._output import CapturedOutput, OutputCollector, OutputDrain
 from grader.sandbox._pool import WorkerPool
@@ -88,6 +88,7 @@ class _Live:
     chan: socket.socket
     drain: OutputDrain
     watchdog: MemoryWatchdog
+    frames: FrameReader  # the worker's replies, each in one read where it can (see FrameReader)
 
 
 class Sandbox:
@@ -110,7 +111,7 @@ class Sandbox:
     ) -> None:
         self._limits = limits or SandboxLimits()
         self._own_pool = pool is None
-        self._pool = pool or WorkerPool(1, uid_base=self._limits.sandbox_uid_base)
+        self._pool = pool or WorkerPool(1, uid_base=self._limits.sandbox_uid_base, spares=False)
         self._slot = self._pool.acquire()
         try:
             self._workspace = Workspace(Path(submission_dir), self._slot.uid)
@@ -316,7 +317,7 @@ class Sandbox:
         else:  # everything under the zygote but a running sidecar's worker (its own watchdog counts it)
             watchdog = MemoryWatchdog(lambda: self._slot.tree(worker, exclude=self._sidecar_pids()), limit)
         chan.setblocking(False)  # every send and read waits in poll, bounded by its deadline (_send, _receive)
-        self._live = _Live(worker, chan, self._output.drain(out_r), watchdog)
+        self._live = _Live(worker, chan, self._output.drain(out_r), watchdog, FrameReader(chan))
 
     def _await_import(self) -> Reply:
         t0 = time.monotonic()
@@ -368,11 +369,11 @@ class Sandbox:
             header, tensors = self._receive(deadline)
         except _Deadline:
             status: Status = "budget" if by_budget else "timeout"
-            return self._end(status, self._timeout_message(f"{op!r}", by_budget, limit), t0)
+            return self._lost(self._end(status, self._timeout_message(f"{op!r}", by_budget, limit), t0))
         except _Gone:
-            return self._end("crash", self._death_message(f"running {op!r}"), t0)
+            return self._lost(self._end("crash", self._death_message(f"running {op!r}"), t0))
         except _BadReply as exc:
-            return self._end("crash", f"bad reply format: {exc}", t0)
+            return self._lost(self._end("crash", f"bad reply format: {exc}", t0))
         finally:
             self._budget.spend(time.monotonic() - t0)
         duration = time.monotonic() - t0
@@ -383,6 +384,14 @@ class Sandbox:
             error = _error_fields(header)
             return Reply("error", error, {}, f"{error['exc_type']}: {error['message']}", duration)
         return self._end("crash", "bad reply format: unknown reply status", t0)
+
+    def _lost(self, reply: Reply) -> Reply:
+        """After a timeout or a crash the next request starts a fresh worker: a slot that starts its workers
+        ahead (Windows) starts that one now, and keeps one ready from then on (``WindowsSlot.worker_lost``)."""
+        lost = getattr(self._slot, "worker_lost", None)
+        if reply.status in ("timeout", "crash") and lost is not None:
+            lost()
+        return reply
 
     def _send(self, blob: bytes, deadline: float) -> None:
         assert self._live is not None
@@ -421,7 +430,7 @@ class Sandbox:
                     raise _Gone
 
         try:
-            blob = recv_frame(live.chan, self._max_reply, wait)
+            blob = live.frames.read(self._max_reply, wait)
         except FrameTooLarge as exc:
             raise _BadReply(str(exc)) from None
         except OSError:

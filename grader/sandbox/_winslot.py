@@ -3,8 +3,15 @@
 Windows has no fork, and ``spawn`` is its only way to start a process. So a slot keeps one *standby*
 worker started ahead, as a zygote is on Linux: a fresh ``python -I -X utf8 _zygote.py --standby`` that has
 already imported torch and warmed up, and waits on a loopback connection for its configuration. A sandbox
-that launches a worker takes the standby (the submission is imported at once) and the slot starts the next
-standby behind it, at a low priority, so that a restart after a timeout or a crash is fast too.
+that launches a worker takes the standby (the submission is imported at once). A slot with ``spares`` (a pool
+that grades again: --watch, a batch, a notebook's check(); a student's suite, run on the head and then on each
+known bug: ``WorkerPool.keep_spares``) starts the next standby behind it, at a low priority, so that the next
+worker, or a restart after a timeout or a crash, finds one ready. A one-shot grade's slot does
+not: that standby's torch import (seconds of CPU, a third import on two cores) would run beside the checks for
+nothing. Once one of its workers is lost to a timeout or a crash (:meth:`WindowsSlot.worker_lost`), it starts
+one at once and keeps spares from then on: that first restart waits for a cold spawn (the standby's torch
+import: a few seconds on Windows, 5 to 15 s under Wine; not charged to the student's time budget), a second
+finds one ready.
 
 The channel is a TCP connection on 127.0.0.1 (Windows' ``socketpair`` is one too), authenticated by a
 random token the standby reads from its stdin (never its command line or environment), carrying the same
@@ -97,6 +104,7 @@ class WindowsSlot:
     uid: int | None = field(init=False, default=None)
     eager: bool = True
     tests: bool = True  # its workers may run a student's tests: the standby imports pytest for them
+    spares: bool = True  # start the next standby behind each worker lent (see the module's docstring)
     _listener: socket.socket | None = None
     _standby: _Standby | None = None
     _running: dict[int, tuple[subprocess.Popen[bytes], Job]] = field(default_factory=dict)
@@ -209,13 +217,22 @@ class WindowsSlot:
             raise exc if isinstance(exc, SlotError) else SlotError(f"the worker could not be started: {exc}") from None
         with self._lock:
             self._running[standby.popen.pid] = (standby.popen, standby.job)
-        threading.Thread(target=self._next_standby, name="sandbox-standby", daemon=True).start()
+        if self.spares:
+            threading.Thread(target=self._next_standby, name="sandbox-standby", daemon=True).start()
         worker = WorkerHandle(pid=standby.popen.pid, pidfd=None, popen=standby.popen)
         return worker, conn, standby.out_r
 
     def _next_standby(self) -> None:
         with contextlib.suppress(Exception):  # the next launch starts one itself if this failed
             self.start(background=True)
+
+    def worker_lost(self) -> None:
+        """A lent worker was killed after a timeout or a crash, and the sandbox's next request will want
+        another: start it now (its torch import overlaps the rest of that check), and keep spares from now on,
+        so that a second loss restarts fast."""
+        self.spares = True
+        with contextlib.suppress(Exception):  # the next launch starts one itself if this failed
+            self.start()
 
     def launch(self, cfg: dict[str, Any], chan_fd: int, out_fd: int) -> WorkerHandle:
         raise SlotError("Windows workers bring their own channel: use open_worker")

@@ -16,9 +16,10 @@ from sandbox_helpers import IS_ROOT, needs_root
 
 import grader.sandbox
 from grader.sandbox import SandboxLimits, _wire
-from grader.sandbox._framing import FrameTooLarge, recv_frame, send_frame, send_frame_within
+from grader.sandbox._framing import FrameReader, FrameTooLarge, recv_frame, send_frame, send_frame_within
 from grader.sandbox._reaper import describe_exit
 from grader.sandbox._seccomp import _ARCHES, build_program
+from grader.sandbox._slots import poll_in
 from grader.sandbox._uids import lease_uid
 from grader.sandbox._workspace import MAX_FILE_BYTES, Workspace
 
@@ -189,6 +190,45 @@ def test_a_small_frame_leaves_in_one_call() -> None:
     send_frame(large, b"z" * (1 << 20))  # type: ignore[arg-type]
     assert small.calls == [1008]
     assert large.calls == [8, 1 << 20]
+
+
+def test_a_frame_reader_reads_a_small_frame_in_one_call_and_keeps_what_follows() -> None:
+    """Prefix and body of a small frame in one read (a round trip under Wine, on each side of every request);
+    a second frame read with the first (a hello, then the import's result) is kept for the next read, which
+    waits for nothing; a large frame and one cut off at the end of the stream read as recv_frame reads them."""
+
+    class Counting:
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock, self.reads = sock, 0
+
+        def recv_into(self, view: memoryview, n: int = 0) -> int:
+            self.reads += 1
+            return self.sock.recv_into(view, n)
+
+    a, b = socket.socketpair()
+    with a, b:
+        b.setblocking(False)
+        counted = Counting(b)
+        frames = FrameReader(counted)  # type: ignore[arg-type]
+        waits: list[str] = []
+        send_frame(a, b"hello")
+        send_frame(a, b"ready" * 100)
+        assert frames.read(1 << 20, lambda: waits.append("read")) == b"hello"
+        assert frames.read(1 << 20, lambda: waits.append("read")) == b"ready" * 100
+        assert counted.reads == 1 and waits == ["read"]
+        blob = os.urandom(300_000)
+        sender = threading.Thread(target=send_frame, args=(a, blob))
+        sender.start()
+        assert frames.read(1 << 20, lambda: poll_in([b.fileno()], 5)) == blob
+        sender.join()
+        a.sendall(struct.pack("!Q", 1 << 40))
+        with pytest.raises(FrameTooLarge):
+            frames.read(1 << 20, lambda: None)
+    c, d = socket.socketpair()
+    with c, d:
+        d.sendall(struct.pack("!Q", 100) + b"x" * 40)
+        d.close()
+        assert FrameReader(c).read(1 << 20) is None
 
 
 def test_wire_round_trips_every_dtype_and_layout_and_the_library_reads_it() -> None:
