@@ -4,6 +4,7 @@ only while the reference is the source they were made from, and they are what it
 from __future__ import annotations
 
 import importlib.util
+import math
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,10 @@ def test_the_stored_measurements_are_what_the_reference_measures_today() -> None
     seed = stats_seed(load_rubric(None).seed)
     for d_k in SCALE_DKS:
         live = dict(module.score_scale_statistics(d_k, T=SCALE_T, n_samples=SCALE_SAMPLES, seed=seed))
-        assert stored[measurement_key(d_k, SCALE_T, SCALE_SAMPLES, seed)] == live
+        ahead = stored[measurement_key(d_k, SCALE_T, SCALE_SAMPLES, seed)]
+        # a reduction's order follows torch's thread count: the last bits of a std differ (3e-15 seen in CI)
+        assert ahead.keys() == live.keys()
+        assert all(math.isclose(ahead[k], live[k], rel_tol=1e-12) for k in live), (ahead, live)
 
 
 def test_an_edited_reference_is_measured(tmp_path: Path) -> None:
