@@ -209,7 +209,11 @@ def public_case_list(seed: int) -> list[Case]:
     return list(family_cases(seed, "reference_match", FAMILIES))
 
 
-@cache
+def source_sha256(source: Path) -> str:
+    """What measurements made ahead are tied to: the reference's source as it is on disk."""
+    return hashlib.sha256(source.read_bytes()).hexdigest()
+
+
 def measurement_key(d_k: int, T: int, n_samples: int, seed: int) -> str:
     return f"d_k={d_k} T={T} n_samples={n_samples} seed={seed}"
 
@@ -224,11 +228,12 @@ def measured_ahead(module: ModuleType) -> dict[str, dict[str, float]]:
         stored = json.loads(source.with_name(MEASURED_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if stored.get("source_sha256") != hashlib.sha256(source.read_bytes()).hexdigest():
+    if stored.get("source_sha256") != source_sha256(source):
         return {}
     return dict(stored.get("values", {}))
 
 
+@cache
 def load_oracle() -> Oracle:
     """The instructor's reference when it is installed, else the kit's stored outputs; one per process (the
     report's Exercise 3 points are cached per oracle)."""
