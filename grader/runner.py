@@ -25,6 +25,7 @@ from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
 from grader.checks._exercises import stats_seed
+from grader.checks._student_tests import suite_files
 from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
@@ -134,7 +135,7 @@ def grade(
             )
         )
         mark("submission prepared")
-        if tests_pool is not None and "student_tests" in selected and _brings_tests(sub.dir):
+        if tests_pool is not None and "student_tests" in selected and _brings_tests(sub.dir, rubric):
             tests_pool.prestart_spare(tests=True)  # its torch import overlaps the checks, not the tests' start
         with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable, sub.provided)
@@ -195,10 +196,9 @@ def grade(
 RunOne = Callable[[str, Head], CheckResult]
 
 
-def _brings_tests(folder: Path) -> bool:
-    """Whether the submission's folder holds a test file (at its top level or in ``tests/``), as the student_tests
-    check will find it."""
-    return any(is_test_file(p.name) for d in (folder, folder / "tests") if d.is_dir() for p in d.glob("*.py"))
+def _brings_tests(folder: Path, rubric: Rubric) -> bool:
+    """Whether the submission's folder holds a test file, found as the student_tests check finds its suite."""
+    return any(is_test_file(name) for name in suite_files(folder, rubric.entry_points.module)[0])
 
 
 def _beside_the_head(spec: CheckSpec) -> bool:

@@ -16,7 +16,6 @@ Student code is reached only through :class:`grader.head.Head`; the reference ru
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import threading
@@ -33,7 +32,7 @@ from grader.checks._exercises import STAT_KEYS, STATS_DKS, STATS_SAMPLES, STATS_
 from grader.head import Head, StudentFailure
 from grader.inputs import Case, Shape
 from grader.models import Heatmap, KernelVisual, Panel, ScalePoint, ScaleVisual, SentenceVisual, Visuals
-from grader.oracle import MEASURED_FILE, Oracle, measurement_key
+from grader.oracle import MEASURED_FILE, Oracle, measurement_key, source_sha256
 
 SENTENCE_D, SENTENCE_DK, SENTENCE_DV = 16, 8, 8
 MAX_TOKENS = 12
@@ -230,7 +229,7 @@ def measure_ahead() -> Path:
         )
         for d_k in SCALE_DKS
     }
-    stored = {"source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(), "values": values}
+    stored = {"source_sha256": source_sha256(source), "values": values}
     path = source.with_name(MEASURED_FILE)
     path.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
     return path
