@@ -135,6 +135,7 @@ def test_output_flood_is_capped_without_stalling(open_sandbox: OpenSandbox) -> N
     reply = call(sb, "flood", X)
     assert reply.status == "ok"
     assert reply.duration_s < 15
+    sb.close()  # the output is complete once every writer is dead (the reply may come before the pipe is read)
     out = sb.output
     assert out.truncated and len(out.text.encode()) == 64 * 1024
     assert out.bytes_dropped == 50_000 * 1000 - 64 * 1024
@@ -255,3 +256,13 @@ def test_a_sidecar_memory_bomb_is_the_sidecars_alone(open_sandbox: OpenSandbox) 
     assert side.interruptions == 1 and sb.interruptions == 0
     assert sb._live is not None and sb._live.worker.pid == main_pid
     assert sb.request("echo", {}, {"x": X}).status == "ok"
+
+
+def test_an_import_failure_of_a_worker_launched_ahead_is_final(open_sandbox: OpenSandbox) -> None:
+    sb = open_sandbox("import_error")
+    sb.launch()
+    reply = sb.start()
+    assert reply.status == "import_error"
+    sb.launch()  # the import failed: nothing is launched again
+    again = call(sb, "anything")
+    assert again.status == "import_error" and again.duration_s == 0
