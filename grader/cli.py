@@ -16,6 +16,7 @@ Exit status: 0 after grading, 1 when the score is under --fail-under, 2 on usage
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -23,10 +24,11 @@ import tomllib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from grader.models import GradeResult
+    from grader.rubric import Rubric
     from grader.sandbox._pool import WorkerPool
 
 USAGE_ERROR = 2
@@ -144,42 +146,51 @@ def _grade(args: argparse.Namespace) -> int:
         unknown = [c for c in args.only or [] if c not in rubric.checks]
         if unknown:
             return _fail(f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
-        from grader.runner import validate_ids
+        early = contextlib.ExitStack()  # the submission prepared and its worker launched before torch
+        with early:  # closed on every way out: the grade closes the sandbox, the prepared copy goes after it
+            if not args.watch and not args.only:  # every check runs: the head's worker is certainly needed
+                try:
+                    early_start = _launch_early(args, rubric, pool, early)
+                except SubmissionError as exc:
+                    return _fail(str(exc))
+            else:
+                early_start = {}
+            from grader.runner import validate_ids
 
-        try:
-            validate_ids(rubric, args.rubric)
-        except RubricError as exc:
-            return _fail(str(exc))
-        import torch
+            try:
+                validate_ids(rubric, args.rubric)
+            except RubricError as exc:
+                return _fail(str(exc))
+            import torch
 
-        mark("torch imported")
-        if args.device == "cuda" and not torch.cuda.is_available():
-            return _fail("--device cuda was given but torch sees no CUDA GPU on this machine")
-        # The grader's own tensors are small: one thread leaves the other cores to the worker (on two
-        # cores, a second intra-op thread here only contends with it).
-        torch.set_num_threads(1)
-        from grader.runner import grade
+            mark("torch imported")
+            if args.device == "cuda" and not torch.cuda.is_available():
+                return _fail("--device cuda was given but torch sees no CUDA GPU on this machine")
+            # The grader's own tensors are small: one thread leaves the other cores to the worker (on two
+            # cores, a second intra-op thread here only contends with it).
+            torch.set_num_threads(1)
+            from grader.runner import grade
 
-        report = args.html is not None or args.json is not None  # the visualisations are for the report
-        threading.Thread(target=_prepare_output, args=(report,), name="output-warmup", daemon=True).start()
-        grade_once = partial(
-            grade,
-            args.submission,
-            rubric,
-            seed=args.seed,
-            only=args.only,
-            device=args.device,
-            pool=pool,
-            tests_pool=pool,
-            visuals=report,
-            definitions_only=args.definitions_only,
-        )
-        if args.watch:
-            return _watch(args, grade_once, pool)
-        try:
-            result = grade_once()
-        except SubmissionError as exc:
-            return _fail(str(exc))
+            report = args.html is not None or args.json is not None  # the visualisations are for the report
+            threading.Thread(target=_prepare_output, args=(report,), name="output-warmup", daemon=True).start()
+            grade_once = partial(
+                grade,
+                args.submission,
+                rubric,
+                seed=args.seed,
+                only=args.only,
+                device=args.device,
+                pool=pool,
+                tests_pool=pool,
+                visuals=report,
+                definitions_only=args.definitions_only,
+            )
+            if args.watch:
+                return _watch(args, grade_once, pool)
+            try:
+                result = grade_once(**early_start)
+            except SubmissionError as exc:
+                return _fail(str(exc))
         # Every process the submission started is gone (the sandbox swept them); the zygote's own exit
         # now overlaps writing the files.
         pool.begin_close()
@@ -211,6 +222,30 @@ def _watch(args: argparse.Namespace, grade_once: Callable[[], GradeResult], pool
     err.print(Text(f"Watching {args.submission}: graded now and on every save (Ctrl-C to stop).", "dim"))
     outputs = tuple(p for p in (args.json, args.html, args.junit) if p is not None)
     return watch(args.submission, Session(grade_once, show, pool, warm_up=warm_up(pool)), ignore=outputs)
+
+
+def _launch_early(
+    args: argparse.Namespace, rubric: Rubric, pool: WorkerPool, stack: contextlib.ExitStack
+) -> dict[str, Any]:
+    """Prepare the submission and launch the head's worker before this process imports torch: the zygote
+    forks it once its own import is done, and the worker imports the submission while this process still
+    imports torch and the checks (issue 37). ``grade``'s ``prepared`` and ``sandbox``; the stack removes
+    them on every way out (an error before the grade included)."""
+    from grader.sandbox import Sandbox
+    from grader.submission import contract_names, prepare
+
+    sub = stack.enter_context(
+        prepare(
+            args.submission,
+            rubric.entry_points.module,
+            contract=contract_names(rubric.entry_points),
+            packages=rubric.packages,
+            definitions_only=args.definitions_only,
+        )
+    )
+    sandbox = stack.enter_context(Sandbox(sub.dir, rubric.limits, pool=pool))
+    sandbox.launch(background=True)
+    return {"prepared": sub, "sandbox": sandbox}
 
 
 def _prepare_output(report: bool) -> None:

@@ -35,6 +35,7 @@ from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
 from grader.sandbox._pool import Cancelled
+from grader.sandbox._slots import SlotError
 from grader.scoring import provisional, tally
 from grader.submission import Prepared, contract_names, is_test_file, prepare
 from grader.visuals import collect_visuals, reference_scale
@@ -92,6 +93,8 @@ def grade(
     oracle: Oracle | None = None,
     reproduce: Reproduce | None = None,
     tests_beside: bool = True,
+    prepared: Prepared | None = None,
+    sandbox: Sandbox | None = None,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -108,6 +111,9 @@ def grade(
     command on ``label``; a notebook's ``check()`` says ``check("causal_mask", seed=20417)``).
     ``tests_beside``: a ``.py`` submission brings the test files beside it (:mod:`grader.submission`); a batch
     passes False for a file that sits among other students' files.
+    ``prepared`` and ``sandbox``: the submission already prepared (:func:`grader.submission.prepare`, as here)
+    and a sandbox on it, its worker perhaps launched (a cold grade starts them before it imports torch); the
+    grade closes that sandbox as its own, and the caller removes the prepared copy.
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
@@ -124,7 +130,7 @@ def grade(
                 WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base, lazy=True, spares=False)
             )
             tests_pool = tests_pool or pool
-        sub = stack.enter_context(
+        sub = prepared or stack.enter_context(
             prepare(
                 submission,
                 rubric.entry_points.module,
@@ -137,7 +143,7 @@ def grade(
         mark("submission prepared")
         if tests_pool is not None and "student_tests" in selected and _brings_tests(sub.dir, rubric):
             tests_pool.prestart_spare(tests=True)  # its torch import overlaps the checks, not the tests' start
-        with Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
+        with sandbox or Sandbox(sub.dir, rubric.limits, pool=pool) as sandbox:
             head = Head(sandbox, rubric.entry_points, sub.unavailable, sub.provided)
             head.syntax_error = sub.syntax_error
             memo: dict[str, object] = {}  # what several checks (and the plot) use: precision, Exercise 3
@@ -232,6 +238,10 @@ def _run_checks(
     if not beside or not here or not sandbox.sidecar_possible:
         with _thread(meanwhile):
             return [run(cid, head) for cid in selected]
+    # The head's worker is forked first: the zygote forks one worker at a time, and the head's checks are the
+    # longer lane (its import then overlaps the sidecar's fork). Our failure to fork one: the first request says so.
+    with contextlib.suppress(SlotError):
+        sandbox.launch()
     side = _Sidecar.begin(sandbox, head, beside, run, then=meanwhile)
     if side is None:  # no second worker possible: every check here, in rubric order
         with _thread(meanwhile):

@@ -81,3 +81,22 @@ def test_the_tests_zygote_starts_with_the_checks_not_when_the_tests_begin(tmp_pa
     assert len(zygotes) == 2, events
     spare = events.index(["grader", "spare worker started"])
     assert events.index(["grader", "submission prepared"]) < spare < events.index(["grader", "check interface begins"])
+
+
+@pytest.mark.skipif(not fork_supported(), reason="zygotes and sidecars: Linux")
+@pytest.mark.parametrize("only", [[], ["--only", "interface", "gaussian_kernel"]])
+def test_the_heads_worker_is_launched_first(tmp_path: Path, only: list[str]) -> None:
+    """The zygote forks one worker at a time and the head's checks are the longer lane: the head's worker is
+    asked for before the sidecar's. A whole grade asks for it before this process imports torch, so that it
+    imports the submission meanwhile; ``--only`` (a check that may need no worker) when the checks begin."""
+    (tmp_path / "attention_head.py").write_bytes((REPO / "reference" / "attention_head.py").read_bytes())
+    marks = tmp_path / "marks.txt"
+    env = {**os.environ, "STEP4_TIMELINE": str(marks)}
+    cmd = [sys.executable, "-m", "grader", "attention_head.py", *only]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    events = [line.split(" ", 3)[3] for line in marks.read_text().splitlines() if line.split(" ", 3)[2] == "grader"]
+    assert events.index("worker asked for") < events.index("worker asked for (sidecar)"), events
+    assert "submission imported (ok)" in events and "submission imported (ok) (sidecar)" in events
+    early = events.index("worker asked for") < events.index("torch imported")
+    assert early == (not only), events

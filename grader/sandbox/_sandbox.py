@@ -14,12 +14,9 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal
 
 from grader._timeline import mark
-from grader.sandbox import _wire
 from grader.sandbox._framing import FrameReader, FrameTooLarge, send_frame_within
 from grader.sandbox._limits import SandboxLimits
 from grader.sandbox._output import CapturedOutput, OutputCollector, OutputDrain
@@ -29,6 +26,9 @@ from grader.sandbox._reaper import describe_exit, kill_leftovers
 from grader.sandbox._slots import STARTUP_S, SlotError, WorkerHandle, ZygoteSlot, poll_in, poll_out, subtree
 from grader.sandbox._watchdog import MemoryWatchdog
 from grader.sandbox._workspace import Workspace
+
+if TYPE_CHECKING:  # torch comes with the first message (grader.sandbox._wire): a grade launches its worker first
+    import torch
 
 Status = Literal["ok", "error", "timeout", "crash", "import_error", "import_timeout", "budget"]
 _MIB = 1 << 20
@@ -141,6 +141,9 @@ class Sandbox:
 
     def _new_worker_state(self) -> None:
         self._live: _Live | None = None
+        self._launched = False  # a worker forked by :meth:`launch` whose hello and import are not read yet
+        self._launching: threading.Thread | None = None  # launch(background=True) in flight
+        self._launch_error: BaseException | None = None
         self._final: Reply | None = None  # an import failure, repeated for every later request
         self._protections: list[str] = []
         self._closed = False
@@ -162,6 +165,7 @@ class Sandbox:
         kills the sidecar's worker too, so a caller should repeat, serially, whatever got a reply in
         ``INTERRUPTIONS`` while both ran: :attr:`interruptions` counts them.
         """
+        self._settle()
         self._check_open()
         if not self.sidecar_possible or self._final is not None:
             return None
@@ -206,8 +210,51 @@ class Sandbox:
 
     def start(self) -> Reply:
         """Start the worker and import the submission, if not done yet; "ok" or the failure."""
+        self._settle()
         with self._pool.cancellable():  # grade --watch: WorkerPool.cancel abandons the grade
             return self._counted(self._start_once())
+
+    def launch(self, *, background: bool = False) -> None:
+        """Fork the worker now, without waiting for it: it hardens and imports the submission on its own,
+        and the first :meth:`start` or request reads its hello and import result (the import's time limit
+        and budget count from then). For a caller about to start another worker of this slot (a sidecar):
+        the zygote forks one worker at a time, and this one is then forked first. Raises SlotError as
+        :meth:`start` does; nothing is launched after a failed import or once a worker runs.
+
+        ``background``: ask for the fork from a thread and return at once (a cold grade, before it imports
+        torch: the zygote answers once its own import is done). Every other method waits for that thread
+        first, and the first to do so raises what it raised."""
+        self._settle()
+        if background:
+            self._launching = threading.Thread(target=self._launch_in_background, name="worker-launch", daemon=True)
+            self._launching.start()
+            return
+        self._launch_now()
+
+    def _launch_in_background(self) -> None:
+        try:
+            self._launch_now()
+        except BaseException as exc:  # raised to whoever uses the sandbox next (_settle)
+            self._launch_error = exc
+
+    def _settle(self) -> None:
+        """Wait for a launch in the background to end; raise what it raised."""
+        thread, self._launching = self._launching, None
+        if thread is None:
+            return
+        thread.join()
+        error, self._launch_error = self._launch_error, None
+        if error is not None:
+            raise error
+
+    def _launch_now(self) -> None:
+        with self._pool.cancellable():
+            self._check_open()
+            if self._final is not None or self._live is not None or self.budget_left_s <= 0:
+                return
+            mark("worker asked for" + (" (sidecar)" if self._primary is not None else ""))
+            self._launch()
+            self._launched = True
 
     def _counted(self, reply: Reply) -> Reply:
         if reply.status in INTERRUPTIONS:
@@ -218,9 +265,9 @@ class Sandbox:
         self._check_open()
         if self._final is not None:
             return self._final
-        if self._live is not None:
+        if self._live is not None and not self._launched:
             return Reply("ok")
-        if self.budget_left_s <= 0:
+        if self.budget_left_s <= 0 and not self._launched:
             return self._budget_reply("the submission was not imported")
         return self._start()
 
@@ -234,6 +281,7 @@ class Sandbox:
     ) -> Reply:
         """Run one op in the worker; never raises for anything the submission does (a cancelled pool
         raises Cancelled: the grader abandoned the grade, see WorkerPool.cancel)."""
+        self._settle()
         with self._pool.cancellable():
             return self._request(op, params, tensors, timeout_s)
 
@@ -247,6 +295,8 @@ class Sandbox:
             return self._counted(started)
         if self.budget_left_s <= 0:
             return self._counted(self._budget_reply(f"{op!r} was not run"))
+        from grader.sandbox import _wire
+
         blob = _wire.encode({"op": op, "params": params}, tensors)  # the grader's own data: errors are bugs
         limit = self._limits.per_call_timeout_s if timeout_s is None else timeout_s
         return self._counted(self._exchange(op, blob, limit))
@@ -254,6 +304,8 @@ class Sandbox:
     def close(self) -> None:
         """Kill the worker and everything it started, delete the workspace; idempotent. A sidecar's close
         stops its own worker only."""
+        with contextlib.suppress(SlotError):  # a launch that failed left no worker: nothing to stop
+            self._settle()
         if self._closed:
             return
         self._closed = True
@@ -279,8 +331,10 @@ class Sandbox:
     # -- starting the worker -------------------------------------------------------------------
 
     def _start(self) -> Reply:
-        mark("worker asked for" + (" (sidecar)" if self._primary is not None else ""))
-        self._launch()
+        if not self._launched:  # else forked ahead by launch()
+            mark("worker asked for" + (" (sidecar)" if self._primary is not None else ""))
+            self._launch()
+        self._launched = False
         try:
             hello, _ = self._receive(time.monotonic() + STARTUP_S)
             mark("worker hardened" + (" (sidecar)" if self._primary is not None else ""))
@@ -411,6 +465,8 @@ class Sandbox:
             raise _Gone from None
 
     def _receive(self, deadline: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        from grader.sandbox import _wire
+
         """One reply, or _Deadline / _Gone / _BadReply; never blocks past ``deadline``."""
         assert self._live is not None
         live = self._live
@@ -482,7 +538,7 @@ class Sandbox:
 
     def _stop_worker(self) -> tuple[int | None, str]:
         """Kill the worker's whole tree (or sweep leftovers if none runs); returns exit code, last output."""
-        live, self._live = self._live, None
+        live, self._live, self._launched = self._live, None, False
         if live is not None:
             live.watchdog.stop()
         code = None

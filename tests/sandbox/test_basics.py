@@ -191,3 +191,24 @@ def test_begin_close_lets_the_zygote_exit_while_the_grader_works() -> None:
             slot.launch({}, -1, -1)
         zygote.wait(10)  # it exits on its own, before anyone waits for it
     assert slot._proc is None
+
+
+def test_a_worker_launched_ahead_answers_the_first_request(open_sandbox: OpenSandbox) -> None:
+    """launch() forks the worker without waiting; the first request reads its hello and import, once."""
+    sb = open_sandbox("good")
+    sb.launch()
+    sb.launch()  # a worker is already launched: nothing more
+    reply = call(sb, "causal_self_attention", *head_inputs())
+    assert reply.status == "ok", reply.message
+    assert sb.protections  # read from the hello, as a plain start reads them
+    assert sb.start().status == "ok"  # started once
+    sb.launch()  # running: nothing more
+    assert call(sb, "causal_self_attention", *head_inputs()).status == "ok"
+
+
+def test_a_worker_launched_ahead_and_never_asked_is_stopped_by_close(open_sandbox: OpenSandbox) -> None:
+    sb = open_sandbox("good")
+    sb.launch()
+    sb.close()  # its hello and import never read: killed all the same
+    with pytest.raises(RuntimeError, match="closed"):
+        sb.launch()
