@@ -42,9 +42,7 @@ HOSTILE = {
     # module-level code that never finishes: the import timeout stops it, once
     "hostile_import_hang": "while True:\n    pass\n",
     # exits the worker from inside the head on every call
-    "hostile_exit": (
-        "import os\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    os._exit(0)\n"
-    ),
+    "hostile_exit": ("import os\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    os._exit(0)\n"),
     # allocates without bound on every call: the memory watchdog / RLIMIT_DATA stop it
     "hostile_memory": (
         "import torch\n\ndef causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n"
@@ -66,9 +64,7 @@ def build_class(root: Path, n_correct: int, *, mixed: bool) -> dict[str, int]:
     variants = [ref] + [h.source() for h in known_heads("variant")]
     for k in range(n_correct):
         # Distinct bytes per student (a comment), so nothing can be shared or cached by content.
-        (root / f"student{k:03d}.py").write_text(
-            f"# student {k}\n" + variants[k % len(variants)], encoding="utf-8"
-        )
+        (root / f"student{k:03d}.py").write_text(f"# student {k}\n" + variants[k % len(variants)], encoding="utf-8")
     counts = {"correct": n_correct}
     if mixed:
         chaffs = {h.id: h for h in known_heads("chaff")}
@@ -120,9 +116,7 @@ class TreeSampler:
 def timed(cmd: list[str], *, cwd: Path = REPO) -> tuple[float, TreeSampler, subprocess.CompletedProcess[str]]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sampler = TreeSampler(proc.pid)
     out, _ = proc.communicate()
     wall = time.perf_counter() - t0
@@ -156,9 +150,7 @@ def batch(dirname: Path, out: Path, jobs: int) -> tuple[float, TreeSampler, dict
 
 
 def mem(s: TreeSampler) -> str:
-    return (
-        f"peak tree RSS {s.peak_rss / MB:.0f} MiB, PSS {s.peak_pss / MB:.0f} MiB ({s.peak_procs} processes)"
-    )
+    return f"peak tree RSS {s.peak_rss / MB:.0f} MiB, PSS {s.peak_pss / MB:.0f} MiB ({s.peak_procs} processes)"
 
 
 def main() -> int:
@@ -172,10 +164,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="step4-bench-")) if args.keep is None else args.keep
     try:
-        print(
-            f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
-            f"python {sys.version.split()[0]}"
-        )
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}")
         colds = []
         for _ in range(args.cold_runs):
             wall, s, done = timed([sys.executable, "-m", "grader", str(reference_path()), "--quiet"])

@@ -110,9 +110,7 @@ def table_runs(name: str, source: str, seed: int = 20417) -> tuple[bool, list[di
 def calibrate(seeds: int) -> dict[str, tuple[float, str]]:
     """Step 3: the largest factor a correct head needed, per dtype and tensor, and which head."""
     ref = load_reference()
-    variants = {
-        h.id: module(h.source()) for h in known_heads("variant") if h.function == "causal_self_attention"
-    }
+    variants = {h.id: module(h.source()) for h in known_heads("variant") if h.function == "causal_self_attention"}
     variants["reference"] = ref
     worst: dict[str, tuple[float, str]] = {}
     for name, head in variants.items():
@@ -156,15 +154,9 @@ def graded(seed: int = 20417) -> tuple[bool, dict[str, dict[str, str]]]:
                 print(f"--- {c.id}: {c.status} ({c.duration_s} s)\n{c.message}")
             if name == "reference" and out[name].get("fused_kernel_cuda") != "passed":
                 # Is it the worker's memory cap (RLIMIT_DATA) that stops CUDA from starting there?
-                roomy = rubric.model_copy(
-                    update={"limits": rubric.limits.model_copy(update={"memory_mb": 65536})}
-                )
-                again = grade(
-                    Path(d), roomy, only=["fused_kernel_cuda"], device=DEVICE, seed=seed, label=name
-                )
-                print(
-                    f"--- with limits.memory_mb = 65536: {again.checks[0].status}\n{again.checks[0].message}"
-                )
+                roomy = rubric.model_copy(update={"limits": rubric.limits.model_copy(update={"memory_mb": 65536})})
+                again = grade(Path(d), roomy, only=["fused_kernel_cuda"], device=DEVICE, seed=seed, label=name)
+                print(f"--- with limits.memory_mb = 65536: {again.checks[0].status}\n{again.checks[0].message}")
                 out[name]["fused_kernel_cuda with memory_mb=65536"] = again.checks[0].status
         ok &= out[name].get("fused_kernel_cuda") == ("passed" if name == "reference" else "failed")
     return ok, out
@@ -174,9 +166,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write everything measured to this file")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per variant in the calibration")
-    parser.add_argument(
-        "--cpu-dry-run", action="store_true", help="run everything on CPU (tests this script)"
-    )
+    parser.add_argument("--cpu-dry-run", action="store_true", help="run everything on CPU (tests this script)")
     args = parser.parse_args()
     global DEVICE
     if args.cpu_dry_run:

@@ -79,9 +79,7 @@ def row(what: str, seconds: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20, help="repetitions of each warm measurement")
     parser.add_argument("--spawn", action="store_true", help="measure the no-fork fallback instead")
     args = parser.parse_args()
@@ -100,9 +98,7 @@ def main() -> None:
     with WorkerPool(1, fork=not args.spawn) as pool:
         with Sandbox(tmp / "sub", limits, pool=pool, ops=ops) as sb:
             assert sb.start().status == "ok"
-            rows.append(
-                row(f"cold start ({pool.mode}: pool + first worker ready)", [time.perf_counter() - t0])
-            )
+            rows.append(row(f"cold start ({pool.mode}: pool + first worker ready)", [time.perf_counter() - t0]))
             mem.sample()
             trips = timed(lambda: sb.request("echo", {}, tensors), args.n * 5)
             mem.sample()
@@ -123,9 +119,7 @@ def main() -> None:
 
     print(f"{'':<46}{'median':>13}{'p90':>13}{'n':>5}")
     print("\n".join(rows))
-    print(
-        f"peak memory of grader + zygote + worker: RSS {mem.peak_rss >> 20} MiB, PSS {mem.peak_pss >> 20} MiB"
-    )
+    print(f"peak memory of grader + zygote + worker: RSS {mem.peak_rss >> 20} MiB, PSS {mem.peak_pss >> 20} MiB")
     print("protections:", ", ".join(protections))
 
 

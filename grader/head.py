@@ -135,7 +135,7 @@ def _rows(what: str, t: torch.Tensor) -> str:
     first = int(bad.any(-1).nonzero()[0])
     rows = [int(i) for i in bad[first].nonzero().flatten()]
     spans, start = [], rows[0]
-    for a, b in zip(rows, [*rows[1:], None]):
+    for a, b in zip(rows, [*rows[1:], None], strict=True):
         if b != a + 1:
             spans.append(f"{start}" if start == a else f"{start}-{a}")
             start = b if b is not None else start
@@ -366,7 +366,11 @@ class Head:
         options: dict[str, Any] = {"kwargs": {"causal": {"v": causal}}, "device": device, "repeat": repeat}
         options["seed"] = self.rng_seed if rng is None else rng
         if upstream is not None:  # a None upstream: that value is not differentiated (it broke the contract)
-            ups = {k: (name, u) for k, (name, u) in enumerate(zip(("u_out", "u_w"), upstream)) if u is not None}
+            ups = {
+                k: (name, u)
+                for k, (name, u) in enumerate(zip(("u_out", "u_w"), upstream, strict=True))
+                if u is not None
+            }
             tensors = {**tensors, **{name: u for name, u in ups.values()}}
             options["grad"] = {"wrt": ["X", "W_Q", "W_K", "W_V"], "upstream": {str(k): n for k, (n, _) in ups.items()}}
         if jacobian_upstream is not None:

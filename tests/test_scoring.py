@@ -130,7 +130,14 @@ def test_every_cause_of_the_error_model_and_the_library_has_a_default_price() ->
     has a head's answer with no finite number, which costs the checks that could not observe it (issue 30)."""
     oracle = load_oracle()
     defaults = prices({}, oracle)
-    unpriced = {"fixed_size_buffer", "branch_crash", "unsupported_dtype", "width_crash", "non_finite_outputs", "one_value_breach"}
+    unpriced = {
+        "fixed_size_buffer",
+        "branch_crash",
+        "unsupported_dtype",
+        "width_crash",
+        "non_finite_outputs",
+        "one_value_breach",
+    }
     assert set(SLOT_OF) <= set(defaults)
     assert {c.id for c in known_heads("chaff")} <= set(defaults)
     assert cause_ids() - unpriced == set(defaults) and not unpriced & set(defaults)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -309,7 +309,7 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
 Group = tuple[str, Callable[[], "Verdict | None"]]  # a label ("float32 inputs") and its judge (None: it holds)
 
 
-def every_group(groups: list[Group]) -> Verdict | None:
+def every_group(groups: Sequence[Group]) -> Verdict | None:
     """Run every group of a check's cases through (issue 30: a head that fails in float64 may also raise in
     float16, a mistake of its own) and report each failing one: None when all hold. The first failure is
     reported in full, the others after it, a raise in one group as the head's error (the diagnosis can name
@@ -331,7 +331,9 @@ def every_group(groups: list[Group]) -> Verdict | None:
     if len(found) == len(groups) and all(isinstance(v, StudentFailure) for _, v in found):
         raise found[0][1]  # type: ignore[misc]  # the head answered no group: it failed as it failed
     first_label, first = found[0]
-    verdict = failed(f"With {first_label}: {CASE_STOPPED}{first.message}") if isinstance(first, StudentFailure) else first
+    verdict = (
+        failed(f"With {first_label}: {CASE_STOPPED}{first.message}") if isinstance(first, StudentFailure) else first
+    )
     others, said = [], {_gist(verdict.message)}
     for label, v in found[1:]:
         text = f"{CASE_STOPPED}{v.message}" if isinstance(v, StudentFailure) else v.message

@@ -143,7 +143,9 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
     def blocks() -> Verdict | None:
         for case, call, _, _ in calls():
             J = call.jacobian  # (B, T, B, T, d): grad of <out[b, i], u[b, i]> w.r.t. X; None without a sound out
-            for b in range(case.shape.B if J is not None else 0):
+            if J is None:
+                continue
+            for b in range(case.shape.B):
                 for i in range(case.shape.T):
                     future = J[b, i, b, i + 1 :]
                     if bool((future != 0).any()):
@@ -279,7 +281,9 @@ def batch_independence(ctx: Ctx) -> Verdict:
                             f"Changing the other batch elements changed {what}[{b}]: batch elements must not "
                             "interact (scores, softmax and averages are taken within one sequence).",
                             counterexample=case.counterexample(ctx.base_seed),
-                            heatmaps=heatmaps_for(weights_of(full), weights_of(other), batch=b, label="after the change,"),
+                            heatmaps=heatmaps_for(
+                                weights_of(full), weights_of(other), batch=b, label="after the change,"
+                            ),
                         )
         return None
 
@@ -299,9 +303,9 @@ def batch_independence(ctx: Ctx) -> Verdict:
                     bad = mismatch(got, exp, tol, f"{what} of batch element {b} computed alone")
                     if bad is not None:
                         return failed(
-                            f"Batch element {b} gives {'a different output' if what == 'out' else 'different weights'} when it "
-                            "is passed on its own (B=1).\n"
-                            + bad.text(),
+                            f"Batch element {b} gives "
+                            f"{'a different output' if what == 'out' else 'different weights'} when it "
+                            "is passed on its own (B=1).\n" + bad.text(),
                             counterexample=case.counterexample(ctx.base_seed),
                         )
         return None

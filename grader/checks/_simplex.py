@@ -39,8 +39,7 @@ def _row_stochastic(ctx: Ctx, dtype: torch.dtype) -> Verdict | None:
             if bool(neg.any()) or not bool(torch.isfinite(w).all()):
                 idx = tuple(int(i) for i in (neg | ~torch.isfinite(w)).nonzero()[0])
                 return failed(
-                    f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite "
-                    "(Proposition 3.1).",
+                    f"Weight {idx} is {float(w[idx]):.4g}; softmax weights are positive and finite (Proposition 3.1).",
                     counterexample=case.counterexample(ctx.base_seed, causal=causal),
                     heatmaps=heatmaps_for(w, ctx.ref.attention(case, causal)[1], causal=causal, batch=idx[0]),
                 )
@@ -123,7 +122,10 @@ def _simple_hint(case: Case, by_value: bool) -> str:
     }[str(kind)]
     if not by_value:
         return f" Here {what}."
-    return f" Here {what}, and on random inputs of this shape your head masks exactly: a mask must not depend on the score values."
+    return (
+        f" Here {what}, and on random inputs of this shape your head masks exactly: "
+        "a mask must not depend on the score values."
+    )
 
 
 def _first_nonzero_above(w: torch.Tensor, upper: torch.Tensor) -> tuple[int, int, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -86,14 +86,12 @@ def numerical_stability(ctx: Ctx) -> Verdict:
     )
 
 
-def _first(judged: list[Callable[[], Verdict | None]]) -> Verdict | None:
+def _first(judged: Sequence[Callable[[], Verdict | None]]) -> Verdict | None:
     """The first failing verdict of one group's cases (they probe the same behaviour at rising scores)."""
     for judge in judged:
         if (verdict := judge()) is not None:
             return verdict
     return None
-
-
 
 
 def _habits(ctx: Ctx) -> Habits:

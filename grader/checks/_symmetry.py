@@ -36,12 +36,11 @@ def permutation_equivariance(ctx: Ctx) -> Verdict:
                 perm = torch.roll(perm, 1)
             base = ctx.head.attention(case, causal=False)
             moved = ctx.head.attention(case.with_X(case.X[:, perm]), causal=False)
-            pairs = {
-                "out": lambda: (moved.out, base.out[:, perm]),
-                "weights": lambda: (moved.weights, base.weights[:, perm][:, :, perm]),
-            }
             for what in base.sound():
-                got, exp = pairs[what]()
+                if what == "out":
+                    got, exp = moved.out, base.out[:, perm]
+                else:
+                    got, exp = moved.weights, base.weights[:, perm][:, :, perm]
                 bad = mismatch(got, exp, tol, f"{what}(P X) vs P {what}(X)")
                 if bad is not None:
                     return failed(

@@ -103,7 +103,7 @@ class PrivateDir:
 def _hold(folder: Path) -> int:
     """Lock ``folder`` for as long as the returned fd is open: ``flock`` on the folder itself, or on
     Windows a locked ``<folder>.held`` file beside it (the folder's files are copied as a submission)."""
-    if _WINDOWS:
+    if sys.platform == "win32":  # (not _WINDOWS: mypy narrows only this test)
         fd = os.open(str(folder) + _HELD_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_NOINHERIT, 0o600)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
@@ -133,7 +133,7 @@ def _held_elsewhere(folder: str) -> bool:
 @contextlib.contextmanager
 def _creating(root: Path, *, sweep: bool = False) -> Iterator[None]:
     """Shared while a folder is made and locked; exclusive while stale ones are looked for."""
-    if _WINDOWS:  # no shared locks there: one creator or sweeper at a time (each holds it for milliseconds)
+    if sys.platform == "win32":  # no shared locks there: one creator or sweeper at a time (milliseconds each)
         fd = os.open(root / _LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOINHERIT, 0o600)
         try:
             while True:

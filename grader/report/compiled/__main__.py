@@ -1,4 +1,5 @@
-"""``python -m grader.report.compiled``: write every report template's compiled module (grader/report/_precompiled.py)."""
+"""``python -m grader.report.compiled``: write every report template's compiled module
+(grader/report/_precompiled.py)."""
 
 from pathlib import Path
 
