@@ -223,8 +223,9 @@ def test_a_passing_check_prunes_the_search(head_of: Diagnose) -> None:
     """score_scaling passed, so no scale change may be named: the wrong-scale head then matches nothing."""
     body = MULTI["sqrt_T_float32_softmax"][0]
     found = head_of(_head(body), [_check("reference_match"), _check("score_scaling", "passed")])
-    # no named cause; its departures say where (issue 28), both mistakes found by intervention (issue 35)
-    assert [d.kind for d in found] == ["departure", "departure"]
+    # no scale named; its departure says where (issue 28), both mistakes found by intervention (issue 35), and the
+    # float32 softmax, which no passing check rules out, named by the catalog from the intervention's words
+    assert [d.kind for d in found] == ["departure", "mutation"] and found[1].id == "softmax_in_float32"
     assert ["sqrt(T)" in d.title + (d.departure.description if d.departure else "") for d in found] == [True, False]
     assert found[1].departure is not None and "float32" in found[1].departure.description
 

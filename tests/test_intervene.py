@@ -321,9 +321,38 @@ def test_each_stage_is_put_in_where_it_is_due_not_the_furthest_one(tmp_path: Pat
     )
     keys, scale, mask = walk.interventions
     assert (keys.stage, scale.stage, mask.stage) == ("scores", "scaled", "masked")
-    assert (keys.record.line - LINE0, keys.at.line - LINE0) == (4, 3)  # used in the scores, made with W_Q at 3
+    # used in the scores at 4, made at 3 of the parameter wk, which the caller binds to W_Q at 13: the line to edit
+    assert (keys.record.line - LINE0, keys.at.line - LINE0) == (4, 13)
     assert "query projection" in keys.description and "sqrt(d_k) = 2.449" in scale.description
+    assert "of the argument passed here" in keys.description
     assert all(len(i.patches) == 2 for i in walk.interventions)  # each sequence's occurrence, with its own slice
+
+
+KEYS_FROM_WQ_INSIDE = """
+def one(x, wq, wk, wv, causal):
+    q = x @ wq
+    k = x @ wq
+    v = x @ wv
+    s = q @ k.T / math.sqrt(k.shape[1])
+    if causal:
+        T = x.shape[0]
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    outs = [one(x, W_Q, W_K, W_V, causal) for x in X]
+    return torch.stack([o for o, _ in outs]), torch.stack([w for _, w in outs])
+"""
+
+
+def test_keys_made_with_the_wrong_parameter_are_at_their_own_line(tmp_path: Path) -> None:
+    """The converse of the caller's argument: ``k = x @ wq`` reads a parameter the queries read too, bound to the
+    right input; the line to edit is the one that reads it where ``wk`` belongs, never the caller's."""
+    [keys] = intervene(_head(tmp_path, HEADER + KEYS_FROM_WQ_INSIDE)).interventions
+    assert "query projection" in keys.description
+    assert keys.at.line - LINE0 == 4
 
 
 def test_a_missing_scale_and_a_mask_built_elsewhere_are_at_their_lines_to_edit(tmp_path: Path) -> None:
@@ -410,7 +439,7 @@ def _correct_heads() -> list[tuple[str, str]]:
 def test_a_correct_head_gets_no_intervention(tmp_path: Path, name: str, source: str) -> None:
     walk = intervene(_head(tmp_path, source))
     assert walk.interventions == [] and walk.complete
-    assert walk.runs == 2  # one traced call per flag, nothing else
+    assert walk.runs == 3  # one traced call per flag and one on the large probe, nothing else
 
 
 # ---- in the worker, and as causes -----------------------------------------------------------------------------
@@ -450,7 +479,8 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
     assert {4, 6, 8} <= lines
     assert {c.id for c in before} <= {c.id for c in after}
     added = [c for c in after if c.id not in {b.id for b in before}]
-    assert all(c.kind == "departure" and c.departure is not None for c in added)
+    assert all(c.departure is not None for c in added), added  # each with the values at its line
+    assert {c.id for c in added} == {"departure:weights", "causal_flag_ignored"}  # the catalog names the flag
 
 
 def test_a_numpy_head_is_patched_in_the_worker(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:

@@ -312,3 +312,44 @@ def test_a_softmax_over_the_sum_of_the_scores_is_said_to_be_one(
     [d] = [d for d in result.diagnosis if d.departure is not None and d.departure.description == SUM_OF_SCORES]
     path = HEADS / "numpy_softmax_over_score_sum.py"
     assert d.where is not None and d.where.line == line_of(path, "weights = softmax(scores, axis=-1)"), d.where
+
+
+# ---- issue 35: the operand that had to change, where it is made -------------------------------------------------
+
+
+def test_keys_passed_as_the_queries_weight_point_at_the_call(diagnosed: Diagnose) -> None:
+    """A helper correct as it stands, called with W_Q for its keys' weight: the call's argument is the line to
+    edit, not ``k = x @ w_k`` (which reads a parameter nothing else reads)."""
+    path = HEADS / "keys_passed_as_queries.py"
+    [d] = [d for d in diagnosed("keys_passed_as_queries") if d.id == "keys_from_query_projection"]
+    assert d.where is not None and d.where.line == line_of(path, "attend(x, W_Q, W_Q, W_V, causal)")
+    assert d.departure is not None and "`w_k` is passed here and used at line" in d.departure.description
+
+
+def test_a_scale_computed_on_its_own_line_points_at_that_line(diagnosed: Diagnose) -> None:
+    """``scale = q.shape[-1] ** -1`` computes the factor there (a power, not a width read as it is)."""
+    path = HEADS / "scale_made_elsewhere.py"
+    [d] = [d for d in diagnosed("scale_made_elsewhere") if d.id == "scale_by_dk"]
+    assert d.where is not None and d.where.line == line_of(path, "scale = q.shape[-1] ** -1")
+    assert d.departure is not None and f"used at line {line_of(path, '* scale')}" in d.departure.description
+
+
+def test_a_numpy_mask_and_weights_transposed_in_the_return_have_their_lines(diagnosed: Diagnose) -> None:
+    """A NumPy head: the mask's pattern where it is made (the arrays a line reads, by name), and the weights
+    transposed where the head returns them (no op records a value there)."""
+    path = HEADS / "numpy_mask_and_return.py"
+    found = {d.id: d for d in diagnosed("numpy_mask_and_return", ("reference_match", "causal_mask"))}
+    mask, returned = found["mask_excludes_diagonal"].where, found["weights_transposed"].where
+    assert mask is not None and mask.line == line_of(path, "hidden = np.triu(")
+    assert returned is not None and returned.line == line_of(path, "weights.transpose(0, 2, 1)")
+
+
+def test_a_weak_fill_beside_a_clamp_is_found_on_huge_scores(diagnosed: Diagnose) -> None:
+    """The clamp shows on the ordinary probe; with it patched, the walk on scores about -1e6 shows the -1e4 fill
+    (numerical_stability's case), each at its line."""
+    path = HEADS / "weak_fill_beside_clamp.py"
+    found = {d.id: d for d in diagnosed("weak_fill_beside_clamp", ("reference_match", "numerical_stability"))}
+    fill, clamp = found["weak_mask_fill"], found["departure:weights"]
+    assert fill.where is not None and fill.where.line == line_of(path, "-1e4)")
+    assert clamp.where is not None and clamp.where.line == line_of(path, ".clamp(1e-6, 1.0)")
+    assert "filled with -10000 instead of -inf" in (fill.departure.description if fill.departure else "")

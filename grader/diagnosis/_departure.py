@@ -121,6 +121,8 @@ class Trace:
     left: dict[str, Any] = field(default_factory=dict)  # "numpy", "detach": the first line leaving torch, its graph
     aliases: list[dict[str, Any]] = field(default_factory=list)  # locals bound to an input itself (q = X)
     returns: list[torch.Tensor | None] = field(default_factory=list)  # the call's returned values, in order
+    patched: frozenset[int] = frozenset()  # the records an intervention replaced (their indices)
+    returned_at: dict[str, Any] | None = None  # the call's own ``return`` line: its file, line and code
 
 
 def probe(T: int | None = None, square: bool = False) -> dict[str, torch.Tensor]:
@@ -191,7 +193,12 @@ def traced(
     left = {str(k): at for k, v in left_raw.items() if (at := _site(v))} if isinstance(left_raw, dict) else {}
     aliases_raw = header.get("aliases")
     aliases = [
-        {**at, "var": str(a.get("var", ""))[:80], "input": str(a.get("input", ""))[:80]}
+        {
+            **at,
+            "var": str(a.get("var", ""))[:80],
+            "input": str(a.get("input", ""))[:80],
+            "param": a.get("param") is True,
+        }
         for a in (aliases_raw if isinstance(aliases_raw, list) else [])
         if (at := _site(a))
     ]
@@ -199,7 +206,28 @@ def traced(
     items = result.get("items", []) if isinstance(result, dict) else []
     returns = [values.get(str(i.get("name", ""))) if isinstance(i, dict) else None for i in items or []]
     returns = [t if isinstance(t, torch.Tensor) else None for t in returns] if isinstance(items, list) else []
-    return Trace(records, returned, context, raised, left, aliases, returns)
+    returned_at = _site(header["returned_at"]) if isinstance(header.get("returned_at"), dict) else None
+    patched = _patched(records, patches or ())
+    return Trace(records, returned, context, raised, left, aliases, returns, patched, returned_at)
+
+
+def _patched(records: list[Record], patches: Sequence[dict[str, Any]]) -> frozenset[int]:
+    """The indices of the records the ``patches`` name: the nth value recorded at a line (of a NumPy local, the
+    nth that local took there), counted as the worker counts them."""
+    sites = {(str(p.get("file")), int(p.get("line", 0)), int(p.get("nth", -1)), str(p.get("var", ""))) for p in patches}
+    if not sites:
+        return frozenset()
+    at_line: dict[tuple[str, int], int] = {}  # a torch op's count: every value recorded at its line before it
+    of_var: dict[tuple[str, int, str], int] = {}  # a NumPy local's: those that local took there
+    out = set()
+    for r in records:
+        var = r.var if r.numpy else ""
+        nth = of_var.get((r.file, r.line, var), 0) if var else at_line.get((r.file, r.line), 0)
+        at_line[(r.file, r.line)] = at_line.get((r.file, r.line), 0) + 1
+        of_var[(r.file, r.line, var)] = of_var.get((r.file, r.line, var), 0) + 1
+        if (r.file, r.line, nth, var) in sites:
+            out.add(r.index)
+    return frozenset(out)
 
 
 def _bounds(raw: Any) -> tuple[Bound, ...]:
@@ -467,6 +495,8 @@ def departures(
             unscaled = _scores_line(trace, r, good) if words.startswith(UNSCALED) else None
             if operand is not None:  # the input (or the wrong projection) taken where a projection belongs
                 at = replace(r, file=str(operand["file"]), line=int(operand["line"]), code=str(operand["code"]))
+                if operand.get("param"):  # a helper's parameter, bound to the wrong input by its caller
+                    words += f"; `{operand['var']}` is passed here and used at line {r.line}: `{r.code}`"
             elif unscaled is not None:  # no scale at all: it belongs where the scores are computed
                 at = replace(r, file=unscaled.file, line=unscaled.line, code=unscaled.code)
             elif made is not None:  # the number that had to change was made on another line: that line
@@ -614,11 +644,27 @@ def _bound(trace: Trace, r: Record, name: str, first: bool) -> dict[str, Any] | 
     """The line that bound a name ``r``'s line reads to input ``name`` itself (``k = X`` for ``q @ k.T``): of
     those it reads, the first in its code (the queries' operand) when ``first``, else the last."""
     words = re.findall(r"\w+", r.code)
-    named = [a for a in trace.aliases if a.get("input") == name and str(a.get("var", "")) in words]
+    named = [
+        a
+        for a in trace.aliases
+        if a.get("input") == name and str(a.get("var", "")) in words and (not a.get("param") or _sole(trace, r, a))
+    ]
     if not named:
         return None
     at = sorted(named, key=lambda a: words.index(str(a.get("var", ""))))
     return at[0] if first else at[-1]
+
+
+def _sole(trace: Trace, r: Record, alias: dict[str, Any]) -> bool:
+    """Whether the parameter ``alias`` names (bound to an input where a caller passed it) is read at ``r``'s line
+    alone among the recorded lines of its file: then the argument passed is what has to change, at the caller's
+    line (``attention_2d(x, W_Q, W_Q, W_V)`` for ``k = x @ w_k``); a parameter read elsewhere too holds the right
+    input, and the line that reads it is the one to edit (``out = wei @ x`` beside ``k = self.key(x)``)."""
+    var = str(alias.get("var", ""))
+    return not any(
+        x.file == r.file and x.line != r.line and var in re.findall(r"\w+", x.code.split("#", 1)[0])
+        for x in trace.records
+    )
 
 
 def _product(trace: Trace, tensors: dict[str, torch.Tensor], role: str, source: str) -> tuple[Record, str] | None:
@@ -902,8 +948,12 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
         if x.value.dtype.is_floating_point and _equal(r.value, s + x.value.double()):
             return x
     words = _masking_of(r.value, stages)
-    if words is None or not words.startswith("hides") or r.numpy:
+    if words is None or not words.startswith("hides"):
         return None
+    if r.numpy:  # the arrays the line reads by name (``np.where(future, -np.inf, scores)``), its only dataflow
+        named = _numpy_reads(trace)
+        reads = next((x.reads for x in named.records if x.index == r.index), ())
+        masks = [x for x in masks if f"v:{x.index}" in reads]
     pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
     return _pattern_origin(trace, pattern[-1], T) if pattern else None
 
@@ -956,14 +1006,37 @@ def _made_elsewhere(trace: Trace, r: Record, numbers: Wrong) -> Bound | None:
     if not numbers:
         return None
 
-    def fits(x: float) -> bool:  # 0 and ±1 are axes and identities more often than constants that were chosen
+    def fits(b: Bound) -> bool:  # 0 and ±1 are axes and identities more often than constants that were chosen
+        x = b.value
         forms = (x, 1 / x, math.sqrt(abs(x)), 1 / math.sqrt(abs(x))) if abs(x) not in (0.0, 1.0) else ()
         return any(
-            any(math.isclose(n, f, rel_tol=1e-9) for f in forms) and not any(math.isclose(x, y) for y in right)
+            any(math.isclose(n, f, rel_tol=1e-9) for f in forms)
+            and (not any(math.isclose(x, y) for y in right) or _scaled(b))
             for n, right in numbers
         )
 
-    return next((b for b in r.defs if fits(b.value) and _alone(b) and not _read_elsewhere(trace, b, r)), None)
+    return next((b for b in r.defs if fits(b) and _alone(b) and not _read_elsewhere(trace, b, r)), None)
+
+
+def _scaled(b: Bound) -> bool:
+    """Whether ``b``'s line computes its number with a power, a true division or a square root (``scale =
+    d_k ** -1``: a factor chosen there, the line to edit when it is the wrong one), not a width read as it is
+    (``d_k = q.shape[-1]``, right where it is made: its use is what is wrong)."""
+    try:
+        tree = ast.parse(b.code)
+    except (SyntaxError, ValueError):
+        return False
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or node.value is None:
+        return False
+    for x in ast.walk(node.value):
+        if isinstance(x, ast.BinOp) and isinstance(x.op, (ast.Pow, ast.Div)):
+            return True
+        func = x.func if isinstance(x, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in ("sqrt", "rsqrt", "pow"):
+            return True
+    return False
 
 
 def _alone(b: Bound) -> bool:

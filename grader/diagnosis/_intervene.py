@@ -18,15 +18,23 @@ between them stay two. A value read only to make a boolean mask (``tril(s) == 0`
 The line to edit is the value's, but where the operand that had to change was made on another line: a stage
 computed and never used (that line), unscaled scores with no op that scales them (the line that made the scores),
 a mask that hides the wrong entries (the line that made its pattern, e.g. a buffer in ``__init__``), a NaN
-brought in by a constant (its line), a projection used where another belongs (the line that made it, kept only
-when patching it there makes the use right) and the input bound where a projection belongs (``v = X``).
+brought in by a constant (its line), a number the scale or the fill was made with, bound alone on another line
+that computes it (``scale = d_k ** -1``; not a width read as it is, ``d_k = q.shape[-1]``, whose use is wrong), a
+projection used where another belongs (the line that made it, kept only when patching it there makes the use
+right; when it was made of a helper's parameter that no other line reads, the caller's line that passed the wrong
+weight: ``attend(x, W_Q, W_Q, W_V)``) and the input bound where a projection belongs (``v = X``, or passed as
+the values to a helper: ``attention(q, k, X)``).
 
 A walk whose patches together make the head return the lecture's (out, weights) at causal=True and False is
 *complete*: with those changes the head computes the lecture's head on the probe. That is the proof the causes
-made of it stand on (``_pointing``): they join the diagnosis only when the walk is complete. What it does not
-prove yet: that each check a cause claims passes with the patches (the checks' own inputs: large scores,
-float16, a zero row, T = 1 are not walked), so a weak mask constant or a fill that breaks only float16 is left
-to the named causes. Crashes are walked past when the raising op is a torch op (its result is the patch).
+made of it stand on (``_pointing``): they join the diagnosis only when the walk is complete. A complete walk goes
+on at causal=True on a probe of huge scores (:func:`large`, every score about -1e6, as numerical_stability's mask
+constant case), from the patches found there: what only such scores show (a -1e4 or -100 fill, exp without the
+row's max) is one more mistake when that walk repairs the head too. A value a patch put in says nothing of the
+values before it (``Trace.patched``: never "on the way" to a stage). What it does not prove yet: that each
+check a cause claims passes with the patches (float16, a zero row, T = 1 are not walked), so a fill that breaks
+only float16 is left to the named causes. Crashes are walked past when the raising op is a torch op (its result
+is the patch).
 
 Everything is judged here, in the grader: the worker only runs the head with the patches (``intervene`` op).
 """
@@ -45,10 +53,16 @@ import torch
 from grader.diagnosis._departure import (
     NAMES,
     PROBE_B,
+    PROBE_D,
+    PROBE_DK,
+    PROBE_DV,
+    PROBE_T,
     RANK,
+    Bound,
     Record,
     Trace,
     _ancestors,
+    _bound,
     _clamp,
     _derived,
     _dropout,
@@ -57,15 +71,18 @@ from grader.diagnosis._departure import (
     _factor,
     _float32,
     _future,
+    _made_elsewhere,
     _mask_source,
     _masking,
     _nan_source,
     _transpose,
+    _wrong_numbers,
     describe,
     probe,
     stages_of,
     traced,
 )
+from grader.diagnosis._known import PROBE_SEED
 from grader.head import Head
 
 # the relations that make a stage fit a value (a factor, float32 rounding, a transpose, a clamp, the future keys
@@ -96,6 +113,7 @@ class Intervention:
     context: dict[int, str] = field(default_factory=dict)  # the lines around it, by number
     site: Record | None = None  # the line to edit when it is not the patched value's: a result never used
     reads: frozenset[tuple[str, int, str]] = frozenset()  # the (file, line, op) of the values it was computed from
+    large: bool = False  # found on the large probe (:func:`large`), not the ordinary one
 
     @property
     def at(self) -> Record:
@@ -230,7 +248,8 @@ def departing(
         before = unscaled is not None and reached == RANK["scores"]
         if before and any(_equal(v, form) for _, form in layouts(unscaled, v.shape)):  # type: ignore[arg-type]
             continue  # the scores masked before the scale: an equivalent form, whatever comes after it
-        later = [x for x in records[k + 1 :] if x.numpy or name in lineage(x)]
+        # a value an intervention put in says nothing of what led to it (the output patched where X is used as V)
+        later = [x for x in records[k + 1 :] if (x.numpy or name in lineage(x)) and x.index not in trace.patched]
         if any((h := hit(x)) is not None and RANK[h[0]] > reached for x in later):
             continue  # on the way to a stage (a hand-written softmax's exp, a -1e9 fill at ordinary scores)
         return _Departing(r, reached, dict(good))
@@ -462,15 +481,35 @@ def walk(
             dropped = made  # the mask hides the wrong entries: the line that made its pattern
             words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
             context = trace.context.get(made.file, {})
+            # patched where the pattern is made, when that alone moves past the use: the use keeps its own fill,
+            # a mistake of its own that huge scores show (a diagonal hidden with -1e4: two mistakes, two lines)
+            best = _repatterned(run, patches, trace, r, made, stages, tensors, budget, passed) or best
         elif (nan := _nan_source(trace, r, _derived(trace))) is not None:  # a constant brought NaN in: its line
             dropped = nan
             context = trace.context.get(nan.file, {})
         elif swap is not None:  # another projection was made where this one belongs: that line, and its patch
             dropped, best = swap
-            words += f"; it is made here and used at line {r.line}: `{r.code}`"
+            passed_in = _passed_in(trace, dropped)  # made of a parameter bound to the wrong input: the caller's line
+            if passed_in is not None:
+                words += (
+                    f"; it is made at line {dropped.line} (`{dropped.code}`) of the argument passed here, and used at"
+                    f" line {r.line}: `{r.code}`"
+                )
+                dropped = passed_in
+            else:
+                words += f"; it is made here and used at line {r.line}: `{r.code}`"
             context = trace.context.get(dropped.file, {})
-        elif words.startswith("X used where") and trace.aliases:  # the input bound where a projection belongs
-            alias = trace.aliases[0]
+        elif (
+            due in ("scaled", "masked")
+            and value is not None
+            and (number := _number_made(trace, seen, due, view, tensors, causal)) is not None
+        ):
+            # the number that had to change (a scale, a fill) was made on another line: ``scale = d_k ** -1``
+            words += f"; `{number.var}` = {number.value:.6g} is set here and used at line {r.line}: `{r.code}`"
+            dropped = replace(r, file=number.file, line=number.line, code=number.code)
+            context = trace.context.get(number.file, {})
+        elif words.startswith("X used where") and (alias := _alias(trace, r, words)) is not None:
+            # the input bound where a projection belongs (``v = X``, or passed as the values: ``f(q, k, X)``)
             dropped = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
             context = trace.context.get(dropped.file, {})
         by = {f"v:{x.index}": x for x in trace.records}
@@ -494,6 +533,33 @@ def walk(
         passed |= {r.index} if best.stage == UNSCALED else set()
         trace = best.trace
     return found, trace is not None and repaired(trace, stages)
+
+
+def _number_made(
+    trace: Trace, r: Record, due: str, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
+) -> Bound | None:
+    """The line that made the number ``r``'s line used where another belongs (the scale's factor, the fill), when
+    it is another line that binds it alone and no other line reads it (``_departure._made_elsewhere``)."""
+    return _made_elsewhere(trace, r, _wrong_numbers(r, due, stages, tensors, causal))
+
+
+def _alias(trace: Trace, r: Record, words: str) -> dict[str, Any] | None:
+    """The binding of a name ``r``'s line reads to the input X itself (the queries' operand first), else the
+    first local bound to an input in the call's own body."""
+    bound = _bound(trace, r, "in:X", words.startswith("X used where Q"))
+    return bound or next((a for a in trace.aliases if not a.get("param")), None)
+
+
+def _passed_in(trace: Trace, r: Record) -> Record | None:
+    """The caller's line where a parameter ``r``'s line reads (and no other line does) was bound to the weight
+    input ``r`` reads, as a record at that line (``attention_2d(X[b], W_Q, W_Q, W_V)`` for ``k = x @ w_k``)."""
+    for name in r.reads:
+        if not name.startswith("in:W_"):
+            continue
+        alias = _bound(trace, r, name, False)
+        if alias is not None and alias.get("param"):
+            return replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
+    return None
 
 
 def _past_crash(
@@ -554,7 +620,7 @@ def _exp_like(r: Record) -> bool:
 def _restaged(patch: dict[str, Any], stages: dict[str, torch.Tensor]) -> dict[str, Any] | None:
     """``patch`` with its stage's value taken from ``stages`` (the other flag's): the masked scores are the
     scaled ones at causal=False, and the scores before the scale."""
-    if patch.get("value") is None:
+    if patch.get("value") is None or patch.get("stage") == PATTERN:  # a pass-through; a mask's pattern (any flag)
         return patch
     stage = str(patch.get("stage", ""))
     offered = _offered(stages)
@@ -683,6 +749,49 @@ def _square_pattern(v: torch.Tensor | None) -> bool:
     return v is not None and v.dim() >= 2 and v.shape[-1] == v.shape[-2] > 1 and not bool((v == v.flatten()[0]).all())
 
 
+PATTERN = "pattern"  # a patch of the values a mask is made of (j > i hidden), not of a stage
+
+
+def _repatterned(
+    run: Run,
+    patches: list[dict[str, Any]],
+    trace: Trace,
+    r: Record,
+    made: Record,
+    stages: dict[str, torch.Tensor],
+    tensors: dict[str, torch.Tensor],
+    budget: list[int],
+    passed: frozenset[int],
+) -> _Candidate | None:
+    """The candidate that replaces the pattern ``made`` holds (two values: kept and hidden) by the causal one
+    (j > i hidden), either way round, when the head then goes on past ``r`` (the masked value it made departs no
+    more); None when neither does, or the pattern is not a square of two values."""
+    v = made.value
+    if v is None or v.dim() < 2 or v.shape[-1] != v.shape[-2] or made.numpy:
+        return None
+    values = torch.unique(v)
+    if values.numel() != 2:
+        return None
+    T = v.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1).expand(v.shape)
+    for hidden, kept in ((values[0], values[1]), (values[1], values[0])):
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        form = torch.where(future, hidden, kept).to(v.dtype)
+        at = [{**_site(x), "nth": _nth(trace, x), "value": form, "stage": PATTERN} for x in _siblings(trace, made)]
+        cand = _Candidate("", False, at)  # every occurrence (a pattern made once per sequence)
+        cand.trace = run(patches + cand.patches)
+        if cand.trace is None or cand.trace.raised is not None:
+            continue
+        cand.fixed = repaired(cand.trace, stages)
+        nxt = departing(cand.trace, stages, tensors, passed) if not cand.fixed else None
+        if cand.fixed or (nxt is not None and nxt.record.index > r.index and nxt.record.line != r.line):
+            cand.further = 10**9 if nxt is None else nxt.record.index
+            return cand
+    return None
+
+
 def _hides_future(v: torch.Tensor | None) -> bool:
     """A (.., T, T) value whose future entries (j > i) all hold one negative fill that no past entry holds."""
     if v is None or v.dim() < 2 or v.shape[-1] != v.shape[-2] or v.shape[-1] < 2:
@@ -791,26 +900,70 @@ def _due(r: Record, stages: dict[str, torch.Tensor]) -> str:
     return max(same, key=lambda s: RANK[s]) if same else "out"
 
 
+def large(length: int | None = None) -> dict[str, torch.Tensor]:
+    """The probe with every score negative, about -1e6 to -1e7 (as numerical_stability's mask-constant case, at the
+    probe's widths: X and W_Q positive, W_K = -W_Q): a finite fill above them (-1e4, -100) outweighs every score a
+    row keeps, and exp without the row's max underflows to 0/0, where the ordinary probe cannot tell either from
+    the lecture's (Implementation aside 4.4)."""
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    X = 1 + torch.rand(PROBE_B, length or PROBE_T, PROBE_D, generator=g, dtype=torch.float64)
+    a = math.sqrt(5e5 / (PROBE_D**2 * math.sqrt(PROBE_DK)))
+    W = a * (1 + torch.rand(PROBE_D, PROBE_DK, generator=g, dtype=torch.float64))
+    W_V = torch.randn(PROBE_D, PROBE_DV, generator=g, dtype=torch.float64)
+    return {"X": X, "W_Q": W, "W_K": -W, "W_V": W_V}
+
+
+LARGE_RUNS = 16  # re-runs of the head on the large probe, once the ordinary one is repaired
+
+
 def intervene(head: Head, length: int | None = None, flags: Sequence[bool] = (True, False)) -> Walk:
-    """Every mistake of ``head`` on the probe, found by intervention at each flag (see the module's text)."""
+    """Every mistake of ``head`` on the probe, found by intervention at each flag (see the module's text), then,
+    with those patches, at causal=True on the large probe (:func:`large`): a mistake only huge scores show (a
+    weak fill, exp without the max) is one more, and a walk that does not repair the head there adds nothing."""
     start = time.perf_counter()
     out = Walk()
     budget = [RUNS_MAX * len(flags)]
     tensors = probe(length)
     for causal in flags:
-
-        def run(patches: Sequence[dict[str, Any]], causal: bool = causal) -> Trace | None:
-            return traced(head, tensors, causal, patches=list(patches))
-
-        before = budget[0]
-        known_patches = [p for i in out.interventions for p in i.patches]
-        found, fixed = walk(run, tensors, causal, budget, known_patches)
-        out.runs += before - budget[0]
-        known = {(i.record.file, i.record.line) for i in out.interventions}
-        used = {site for i in out.interventions for site in i.reads}
-        # one mistake seen at each flag where its value is first used (no scaling: the mask at True, the softmax
-        # at False) is one: a later flag's intervention that reads what an earlier one read is not another
-        out.interventions += [i for i in found if (i.record.file, i.record.line) not in known and not i.reads & used]
+        found, fixed = _walked(head, tensors, causal, budget, out)
+        _add(out, found)
         out.repaired[causal] = fixed
+    if out.complete and True in flags:
+        found, fixed = _walked(head, large(length), True, [LARGE_RUNS], out, large=True)
+        if fixed:
+            _add(out, [replace(i, large=True) for i in found], large=True)
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _walked(
+    head: Head, tensors: dict[str, torch.Tensor], causal: bool, budget: list[int], out: Walk, large: bool = False
+) -> tuple[list[Intervention], bool]:
+    """One walk of ``head`` on ``tensors`` at ``causal``, from the patches ``out`` holds (on the ``large`` probe,
+    those found at ``causal`` alone: a mask taken out at causal=False is no patch at True); its runs counted
+    there."""
+
+    def run(patches: Sequence[dict[str, Any]]) -> Trace | None:
+        return traced(head, tensors, causal, patches=list(patches))
+
+    before = budget[0]
+    flags = (causal,) if large else (True, False)  # the large probe's walk: with the patches found at that flag
+    start = [p for i in out.interventions if i.causal in flags for p in i.patches]
+    found = walk(run, tensors, causal, budget, start)
+    out.runs += before - budget[0]
+    return found
+
+
+def _add(out: Walk, found: list[Intervention], large: bool = False) -> None:
+    """``found`` added to ``out``: one mistake seen at each flag where its value is first used (no scaling: the
+    mask at True, the softmax at False) is one, so an intervention at a line known, or that reads what an earlier
+    one read, is not another. The ``large`` probe's walk is at causal=True, with the patches found there: what it
+    finds departs with all of them in place, so it is another mistake unless its value is one they patch (a fill
+    at the line of a mask applied whatever the flag, or of a mask whose pattern was patched where it is made)."""
+    if large:  # a value the patches found at that flag leave departing is another mistake, unless patched there
+        patched = {(str(p["file"]), int(p["line"])) for i in out.interventions if i.causal for p in i.patches}
+        out.interventions += [i for i in found if (i.record.file, i.record.line) not in patched]
+        return
+    known = {(i.record.file, i.record.line) for i in out.interventions}
+    used = {site for i in out.interventions for site in i.reads}
+    out.interventions += [i for i in found if (i.record.file, i.record.line) not in known and not i.reads & used]

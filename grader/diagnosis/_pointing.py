@@ -33,7 +33,7 @@ from grader.diagnosis._departure import (
     stages_of,
     traced,
 )
-from grader.diagnosis._intervene import INTERVENE, Intervention, intervene
+from grader.diagnosis._intervene import INTERVENE, Intervention, intervene, large
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
@@ -104,17 +104,24 @@ def point(
             c = c.model_copy(update={"explains": sorted({*c.explains, *made.explains})})
             out[same] = c if c.where is not None else _with(c, dep)
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
-        out = _intervened(head, out, valued, flags, fitted)
-    return out
+        out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed)
+    return _returning_lines(once, out)
 
 
 def _intervened(
-    head: Head, causes: list[Diagnosis], valued: list[CheckResult], flags: tuple[bool, ...], fitted: dict[str, float]
+    head: Head,
+    causes: list[Diagnosis],
+    valued: list[CheckResult],
+    flags: tuple[bool, ...],
+    fitted: dict[str, float],
+    failed: set[str],
+    passed: frozenset[str],
 ) -> list[Diagnosis]:
-    """``causes``, each named mistake at the line of the intervention its model explains, and a departure cause
-    for each intervention at a line no cause points at, when the head with all the interventions returns the
-    lecture's (out, weights) at every flag (the walk is complete: the changes together are proven on the probe);
-    the checks no cause explains go to the first one."""
+    """``causes``, each named mistake at the line of the intervention its model explains, and a cause for each
+    intervention at a line no cause points at, when the head with all the interventions returns the lecture's
+    (out, weights) at every flag (the walk is complete: the changes together are proven on the probe): the
+    catalog's cause its words describe (issue 35, item 4: the catalog names, the intervention finds), else a
+    departure cause; the checks no cause explains go to the first one."""
     walk = intervene(head, None, flags)  # on the small probe: a head that runs at one length only crashes there, and
     # the walk goes past the crash (its own cause names it) to the mistakes behind it
     if not walk.complete:
@@ -122,9 +129,7 @@ def _intervened(
     causes = _placed(causes, walk.interventions, fitted)
     if any(c.kind == "known" for c in causes):
         return causes  # a known bug matched on every probe is the whole head: its interventions are its lines
-    tensors = probe()
     named = [c.id for c in causes if c.kind == "mutation"]
-    at = {(c.where.file, c.where.line) for c in causes if c.where is not None}
     seen = {(c.departure.stage, c.departure.causal, c.departure.description) for c in causes if c.departure}
     explained = {x for c in causes for x in c.explains}
     unexplained = [c.id for c in valued if c.id not in explained]
@@ -133,22 +138,32 @@ def _intervened(
         if i.record.op == "raise":
             continue  # a crash: the failing checks' own cause names it
         same = any(ca == i.causal and words.startswith(i.description) for _, ca, words in seen)
-        if (i.at.file, i.at.line) in at or same or any(_made_by(i, m, tensors, fitted) for m in named):
-            continue  # a cause points there already, says the same of the same stage, or names that mistake
-        cid = f"departure:{i.stage}"
-        cid = cid if not any(c.id == cid for c in out) else f"{cid}:{i.at.line}"  # one id per cause
-        title, hint, cites = cause(cid).words(
-            stage=TITLES.get(i.stage, i.stage),
-            stage_name=NAMES.get(i.stage, i.stage),
-            description=i.description,
-            line=i.at.line,
-            file=i.at.file,
-        )
-        made = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained)
-        unexplained = []
+        if same or any(_made_by(i, m, _probed(i), fitted) for m in named):
+            continue  # a cause says the same of the same stage, or names that mistake
         shown = replace(i.at, value=i.value)
-        out.append(_with(made, Departure(shown, i.stage, i.description, i.expected, (), i.causal, dict(i.context))))
-        at.add((i.at.file, i.at.line))
+        dep = Departure(shown, i.stage, i.description, i.expected, (), i.causal, dict(i.context))
+        made = _named(dep, unexplained, failed, passed, intervened=True)
+        if made is not None and any(c.id == made.id for c in out):
+            made = None  # named already (at another line): this one stays a departure of its own
+        if made is None and i.large:
+            continue  # huge scores show what the catalog names there (a weak fill, exp without the max), no more
+        there = [c for c in out if c.where is not None and (c.where.file, c.where.line) == (i.at.file, i.at.line)]
+        kinds = {SLOT_OF.get(_leaky(c.id)) for c in there}
+        if there and (SLOT_OF.get(made.id) in kinds if made is not None else None in kinds):
+            continue  # a cause points there already: another there is a mistake of another kind than its mutations
+        if made is None:
+            cid = f"departure:{i.stage}"
+            cid = cid if not any(c.id == cid for c in out) else f"{cid}:{i.at.line}"  # one id per cause
+            title, hint, cites = cause(cid).words(
+                stage=TITLES.get(i.stage, i.stage),
+                stage_name=NAMES.get(i.stage, i.stage),
+                description=i.description,
+                line=i.at.line,
+                file=i.at.file,
+            )
+            made = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained)
+        unexplained = []
+        out.append(_with(made, dep))
     return out
 
 
@@ -182,13 +197,38 @@ NAMED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^X used where K = X W_K belongs", "no_key_projection"),
     )
 )
+# words only an intervention's departure says (its stage computed, then never used: the mask's or the scale's
+# result thrown away; the weights returned transposed), beside those of NAMED_WORDS
+INTERVENED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), cid)
+    for pattern, cid in (
+        (rf"^{re.escape(NAMES['masked'])} computed here is never used", "no_mask"),
+        (rf"^{re.escape(NAMES['scaled'])} computed here is never used", "no_scaling"),
+    )
+)
+SOFTMAX_FLOAT32 = (
+    re.compile(r"^equal to it only to float32 accuracy .*: it was computed in float32"),
+    "softmax_in_float32",
+)
+TRANSPOSED_WEIGHTS = (
+    re.compile(r"^its transpose: rows and columns \(queries and keys\) are swapped"),
+    "weights_transposed",
+)
 
 
-def _named(dep: Departure, unexplained: list[str], failed: set[str], passed: frozenset[str]) -> Diagnosis | None:
+def _named(
+    dep: Departure, unexplained: list[str], failed: set[str], passed: frozenset[str], intervened: bool = False
+) -> Diagnosis | None:
     """The cause of the catalog ``dep``'s words describe, explaining the checks left and the failing ones it
     breaks; None when its words are no cause's, or a passing check rules that cause out (it stays a departure
-    of its own)."""
-    for pattern, cid in NAMED_WORDS:
+    of its own). ``intervened``: the departure is an intervention's (its words say more: a stage never used, the
+    weights returned transposed)."""
+    extra = INTERVENED_WORDS if intervened else ()
+    if intervened and dep.stage == "weights":  # the weights' transpose, where it is their own value's
+        extra += (TRANSPOSED_WEIGHTS,)
+    if intervened and dep.stage in ("masked", "weights"):  # float32 from the softmax's input on: its softmax's
+        extra += (SOFTMAX_FLOAT32,)
+    for pattern, cid in (*NAMED_WORDS, *extra):
         found = pattern.search(dep.description)
         if found is None:
             continue
@@ -214,12 +254,11 @@ def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: 
     the line of the one intervention, when the cause has no line, its line shows only the output (a symptom
     downstream: the stack of a per-sequence loop, the reshape of a head axis), or its line is the use of a value
     the walk found made on another line (the cause points there, the use in its words)."""
-    tensors = probe()
     values = [i for i in interventions if i.record.op != "raise"]
     alone = values[0] if len(values) == 1 and sum(c.kind in ("mutation", "known") for c in causes) == 1 else None
     out = []
     for c in causes:
-        mine = next((i for i in values if c.kind == "mutation" and _made_by(i, c.id, tensors, fitted)), None)
+        mine = next((i for i in values if c.kind == "mutation" and _made_by(i, c.id, _probed(i), fitted)), None)
         mine = alone if c.kind == "known" else mine  # one known bug and one intervention: the same mistake
         symptom = c.departure is not None and c.departure.stage == "out"
         used = mine is not None and mine.site is not None and c.where is not None and c.where.line == mine.record.line
@@ -229,6 +268,11 @@ def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: 
             c = _with(c, Departure(shown, mine.stage, mine.description, mine.expected, (), mine.causal, mine.context))
         out.append(c)
     return out
+
+
+def _probed(i: Intervention) -> dict[str, torch.Tensor]:
+    """The probe ``i`` was found on."""
+    return large() if i.large else probe()
 
 
 def _made_by(i: Intervention, mutation: str, tensors: dict[str, torch.Tensor], fitted: dict[str, float]) -> bool:
@@ -340,6 +384,23 @@ def _return_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     r = last[-1]
     where = SourceLine(file=r.file, line=r.line, code=r.code, context=trace.context.get(r.file, {}))
     return [c.model_copy(update={"where": where}) if c.id in RETURNING and c.where is None else c for c in causes]
+
+
+# mutations of what the head returns alone: with no line after the walk (no op made the value: a NumPy head's
+# ``torch.from_numpy(w.transpose(0, 2, 1))``), the line that returns it
+RETURNED_ONLY = ("weights_transposed",)
+
+
+def _returning_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
+    """A mutation of the returned values alone that nothing else placed, at the line the call returned from."""
+    if not any(c.id in RETURNED_ONLY and c.where is None for c in causes):
+        return causes
+    trace = once()
+    at = trace.returned_at if trace is not None else None
+    if trace is None or at is None:
+        return causes
+    where = SourceLine(file=at["file"], line=at["line"], code=at["code"], context=trace.context.get(at["file"], {}))
+    return [c.model_copy(update={"where": where}) if c.id in RETURNED_ONLY and c.where is None else c for c in causes]
 
 
 _IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")

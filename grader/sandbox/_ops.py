@@ -679,6 +679,7 @@ class _Trace:
         self.real: dict[str, str] = {}  # file -> its real path
         self.frame: Any = None  # the submission's frame of the last site() found
         self.module_lines: dict[str, dict[str, int]] = {}  # file -> global -> its top-level line
+        self.returned_at: Header | None = None  # where the call's own frame returned (its ``return`` line)
 
     def mine(self, code: Any) -> bool:
         import os
@@ -932,6 +933,30 @@ def _array_tracer(trace: _Trace) -> Any:
                 at, path, name = trace.passed(caller, v)
                 seen[var] = (v, at, path, name or var)
 
+    def passed_inputs(frame: Any, bound: dict[str, str]) -> None:
+        """The parameters a call bound to an input tensor itself, each as an alias made where the caller (the
+        nearest frame of the submission up the stack) passed it: the line binding the caller's name to that input
+        (``v = X`` before ``attention(q, k, v)``), else the call's own line (``attention_2d(x, W_Q, W_Q, W_V)``),
+        marked ``param``."""
+        import linecache
+        import os
+
+        up = frame.f_back
+        while up is not None and not trace.mine(up.f_code):
+            up = up.f_back
+        if up is None or not bound or len(trace.aliases) >= TRACE_RECORDS:
+            return
+        path = os.path.realpath(up.f_code.co_filename)[len(trace.prefix) :]
+        code = linecache.getline(up.f_code.co_filename, up.f_lineno).strip()[:300]
+        names = _names(code)
+        for var, name in bound.items():
+            at = next(
+                (a for a in reversed(trace.aliases) if a["file"] == path and a["input"] == name and a["var"] in names),
+                {"line": up.f_lineno, "code": code},
+            )
+            entry = {"var": var[:80], "input": name, "file": path, "line": at["line"], "code": at["code"]}
+            trace.aliases.append({**entry, "param": True})
+
     def noted(note: Callable[..., None], *args: Any) -> None:
         """Where names got their values is a note for the grader: an error in taking it (a local whose
         comparison raises) must never reach the head's own code."""
@@ -968,7 +993,19 @@ def _array_tracer(trace: _Trace) -> Any:
                 state.pop(id(frame), None)
                 known.pop(id(frame), None)
                 trace.bound.pop(id(frame), None)
+                up = frame.f_back
+                if arg is not None and (up is None or not trace.mine(up.f_code)):  # the call itself returned
+                    noted(returned, frame)
         return local
+
+    def returned(frame: Any) -> None:
+        """Where the call returned: its own frame's last line (the last frame of the submission to return)."""
+        import linecache
+        import os
+
+        path = frame.f_code.co_filename
+        code = linecache.getline(path, frame.f_lineno).strip()[:300]
+        trace.returned_at = {"file": os.path.realpath(path)[len(trace.prefix) :], "line": frame.f_lineno, "code": code}
 
     def glob(frame: Any, event: str, arg: Any) -> Any:
         if event == "call" and trace.mine(frame.f_code):
@@ -977,6 +1014,7 @@ def _array_tracer(trace: _Trace) -> Any:
                 known[id(frame)] = aliases(frame)
                 caller = frame.f_back
                 noted(rebound, frame, 0, caller if caller is not None and trace.mine(caller.f_code) else None)
+                noted(passed_inputs, frame, known[id(frame)])
             return local
         return None
 
@@ -1031,6 +1069,8 @@ def _traced_call(
         header["raised"] = raised
     header["left"] = trace.left
     header["aliases"] = trace.aliases[:TRACE_RECORDS]
+    if trace.returned_at is not None:
+        header["returned_at"] = trace.returned_at
     header["context"] = _context(trace, raised)
     return header, out
 
@@ -1060,7 +1100,8 @@ def _context(trace: _Trace, raised: Header | None = None, around: int = 3) -> di
 
     wanted: dict[str, set[int]] = {}
     defs = [d for r in trace.records for d in r.get("defs", ())]  # a constant's line, shown as the line to edit
-    for r in [*trace.records, *defs, *([raised] if raised and "line" in raised else [])]:
+    ends = [x for x in (raised, trace.returned_at) if x and "line" in x]  # where it raised, or returned
+    for r in [*trace.records, *defs, *ends]:
         wanted.setdefault(r["file"], set()).update(range(max(1, r["line"] - around), r["line"] + around + 1))
     out: dict[str, dict[str, str]] = {}
     for name, lines in wanted.items():
