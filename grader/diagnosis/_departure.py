@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -271,6 +272,13 @@ def _is_returned(r: Any, values: dict[str, torch.Tensor], header: dict[str, Any]
 # ---- the model's stages ----------------------------------------------------------------------------
 
 
+def _stages_with(
+    tensors: dict[str, torch.Tensor], causal: bool, fitted: dict[str, float], theirs: Any, combo: Combo
+) -> dict[str, torch.Tensor] | None:
+    """:func:`stages_of` with ``combo`` last, for a ``partial`` of the rest."""
+    return stages_of(tensors, causal, combo, fitted, theirs)
+
+
 def stages_of(
     tensors: dict[str, torch.Tensor], causal: bool, combo: Combo, fitted: dict[str, float], theirs: Any
 ) -> dict[str, torch.Tensor] | None:
@@ -461,7 +469,12 @@ def departures(
                 found += split
                 explained = tuple(m for m in explained if m not in {m for d in split for m in d.explained_by})
         due = nxt[1] if nxt and nxt[1] in stages and match(r, chain[nxt[0]][1]) else _due(r, stages, reached)
-        if due in ("scores", "scaled") and "masked" in stages and _masking_of(r.value, stages) is not None:
+        if (
+            due in ("scores", "scaled")
+            and "masked" in stages
+            and r.value is not None
+            and _masking_of(r.value, stages) is not None
+        ):
             due = "masked"  # the scores with a mask applied (before the scale or after it)
         site = _dropped(trace, r, good, reached) or r
         viewed = _viewed(trace, r, T)
@@ -1530,9 +1543,7 @@ def follow(
         chain = models(tensors, causal, combo, fitted, theirs)
         if not chain:
             continue
-        deps = departures(
-            trace, chain, tensors, causal, lambda c, t=tensors, f=causal, w=theirs: stages_of(t, f, c, fitted, w)
-        )
+        deps = departures(trace, chain, tensors, causal, partial(_stages_with, tensors, causal, fitted, theirs))
         laid = _laid_out(trace, int(tensors["X"].shape[1]), tensors)
         for dep in deps + _swapped_sites(laid, combo, found + deps, tensors, causal):
             dep.context = trace.context.get(dep.record.file, {})

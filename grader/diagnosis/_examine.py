@@ -610,7 +610,7 @@ def _makes_non_finite(mutation: str, fitted: dict[str, float]) -> bool:
     case = make_case(Shape(2, 5, 4, 3, 4), seed=0)
     for causal in (True, False):
         try:
-            got = forward(*case.tensors().values(), causal, (mutation,), Fit(dict(fitted)))
+            got = forward(case.X, case.W_Q, case.W_K, case.W_V, causal, (mutation,), Fit(dict(fitted)))
         except Exception:  # a mutation the model cannot evaluate alone makes nothing
             return False
         if got is not None and not all(bool(torch.isfinite(t).all()) for t in got):

@@ -142,7 +142,7 @@ def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, W
     )
     runs_there = set(PROBE_LENGTHS) <= set(worked)
     if runs_there:  # probed at their own lengths; the stopped checks run again at the longest short length
-        return found, Where(runs_at=max(T for T in worked if T <= max(16, min(worked))))
+        return found, Where(runs_at=max(n for n in worked if n <= max(16, min(worked))))
     length = min(worked, key=lambda T: (abs(T - 5), T))
     return found, Where(length=length, runs_at=length)
 
@@ -221,7 +221,10 @@ def by_width(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     for B, d, d_k, d_v in WIDTHS:
         g = torch.Generator().manual_seed(PROBE_SEED)
         shapes = {"X": (B, T, d), "W_Q": (d, d_k), "W_K": (d, d_k), "W_V": (d, d_v)}
-        calls[(B, d, d_k, d_v)] = ({n: torch.randn(*s, generator=g, dtype=torch.float64) for n, s in shapes.items()}, flag)
+        calls[(B, d, d_k, d_v)] = (
+            {n: torch.randn(*s, generator=g, dtype=torch.float64) for n, s in shapes.items()},
+            flag,
+        )
     split = _split(head, calls, crashed)
     if split is None:
         return None, where
