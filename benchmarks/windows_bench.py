@@ -8,9 +8,10 @@ Whole processes, as a Windows student runs them (``wrun`` of ../shared/windows: 
 1. ``--runs`` rounds of three commands, their order rotated from round to round (so that none always
    follows the teardown of another): the plain property script (benchmarks/plain_properties.py: torch
    imported, the head imported directly, about 18 hand-written checks), ``python -c "import torch"`` (the
-   floor of anything that uses torch) and a cold ``grade.exe HEAD --json r.json``. Reported: the medians,
-   and the median and range of each round's own ratio (grade / plain script), which cancels most of the
-   shared machine's drift between rounds; the load average before and after;
+   floor of anything that uses torch) and a cold ``grade.exe HEAD --json r.json``, on a copy of the reference
+   head alone (its folder brings its tests since issue 36: a grade would run them on every known bug).
+   Reported: the medians, and the median and range of each round's own ratio (grade / plain script), which
+   cancels most of the shared machine's drift between rounds; the load average before and after;
 2. ``grade.exe FOLDER --watch``: after its first grade and ``--settle`` seconds (its second standby worker
    starts and the diagnosis warms up, as while a student edits), ``--saves`` saves alternating a known bug
    and the correct head, each timed from the save to the new ``Score:`` line on its stdout; then the watch is
@@ -59,10 +60,15 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 
 def cold(runs: int, python: list[str], grade: list[str], work: Path) -> dict[str, list[float]]:
+    """The three commands on a copy of the reference head alone, as the plain script tests it (the reference's
+    folder brings its tests, which a grade runs on every known bug: minutes under Wine)."""
+    alone = work / "head alone"
+    alone.mkdir(exist_ok=True)
+    head = shutil.copy(HEAD, alone / HEAD.name)
     commands = {
-        "plain script": [*python, str(REPO / "benchmarks" / "plain_properties.py"), str(HEAD)],
+        "plain script": [*python, str(REPO / "benchmarks" / "plain_properties.py"), str(head)],
         "import torch": [*python, "-c", "import torch"],
-        "cold grade": [*grade, str(HEAD), "--json", str(work / "r.json")],
+        "cold grade": [*grade, str(head), "--json", str(work / "r.json")],
     }
     names = list(commands)
     times: dict[str, list[float]] = {name: [] for name in names}
