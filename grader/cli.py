@@ -146,8 +146,9 @@ def _grade(args: argparse.Namespace) -> int:
         unknown = [c for c in args.only or [] if c not in rubric.checks]
         if unknown:
             return _fail(f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
-        early = contextlib.ExitStack()  # the submission prepared and its worker launched before torch
-        with early:  # closed on every way out: the grade closes the sandbox, the prepared copy goes after it
+        # the submission prepared and its worker launched before torch, closed on every way out: the grade
+        # closes the sandbox, the prepared copy goes after it
+        with contextlib.ExitStack() as early:
             if not args.watch and not args.only:  # every check runs: the head's worker is certainly needed
                 try:
                     early_start = _launch_early(args, rubric, pool, early)
