@@ -8,6 +8,7 @@ therefore read like mathematics and never see the sandbox.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -154,14 +155,21 @@ def _same_rows(some: list[tuple[str, torch.Tensor]]) -> bool:
     return a.shape == b.shape and bool((a == b).all())
 
 
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every entry of ``t`` (floating) is finite. First its sum: a NaN or an infinity anywhere leaves no
+    sum finite, so a finite sum settles it in one reduction (a quarter of the cost of ``isfinite().all()``, on
+    every call of the head); a sum that overflowed is settled entry by entry."""
+    return math.isfinite(float(t.sum())) or bool(torch.isfinite(t).all())
+
+
 def _finite_inputs(case: Case) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in case.tensors().values())
+    return all(all_finite(t) for t in case.tensors().values())
 
 
 def compared_non_finite(case: Case, causal: bool, what: str, a: torch.Tensor, b: torch.Tensor) -> NonFinite | None:
     """The record of a comparison of ``a`` with ``b`` (values of the head on finite inputs) in which either holds
     a non-finite entry: the property was not observed there (None: every entry compared is finite)."""
-    t = next((t for t in (a, b) if t.numel() and not bool(torch.isfinite(t).all())), None)
+    t = next((t for t in (a, b) if not all_finite(t)), None)
     if t is None or not _finite_inputs(case):  # the values first: most are finite, and the inputs need no look then
         return None
     return NonFinite(case, causal, what, _kind([t]), True, _rows(what, t))
@@ -171,7 +179,7 @@ def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tenso
     """The record of a call with finite inputs whose out or weights hold a non-finite entry; None otherwise.
     A record is ``partial`` when each of them keeps some finite number."""
     pairs = (("out", out), ("weights", weights))
-    if all(bool(torch.isfinite(t).all()) for _, t in pairs) or not _finite_inputs(case):  # the values first, as above
+    if all(all_finite(t) for _, t in pairs) or not _finite_inputs(case):  # the values first, as above
         return None
     empty = [(what, t) for what, t in pairs if t.numel() and not bool(torch.isfinite(t).any())]
     if empty:

@@ -286,6 +286,8 @@ class GradeResult(_Strict):
 class SimilarPair(_Strict):
     """Two submissions whose code matches, ranked against every pair of the class."""
 
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a grade never uses it
+
     a: str = Field(description="One submission's id (the smaller).")
     b: str = Field(description="The other's id.")
     similarity: float = Field(description="0 to 1: the larger of the normalised and verbatim matches.")
@@ -307,6 +309,8 @@ class SimilarPair(_Strict):
 class SimilarityMember(_Strict):
     """A submission drawn in a flagged pair: its compared code, score and causes."""
 
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a grade never uses it
+
     id: str
     code: str = Field(description="The code compared: what the grader kept of the submission.")
     href: str | None = Field(default=None, description="Its report, relative to the class folder.")
@@ -317,6 +321,8 @@ class SimilarityMember(_Strict):
 
 class ClassSimilarity(_Strict):
     """The class similarity report: the distribution of every pair and the pairs above its floor."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a grade never uses it
 
     submissions: int
     graded: int = Field(description="Submissions with a stored result (their causes count).")

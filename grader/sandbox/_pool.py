@@ -188,10 +188,10 @@ class _CancelPoint:
             raise Cancelled
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: BaseException | TracebackType | None) -> None:
+        if not self._pool._cancelled:  # every request passes here: nothing more to do
+            return
         from grader.sandbox._slots import SlotError
 
-        if not self._pool._cancelled:
-            return
         if exc_type is None:
             raise Cancelled
         if issubclass(exc_type, SlotError):  # a worker killed while it started
