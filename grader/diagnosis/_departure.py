@@ -81,6 +81,7 @@ class Record:
     value: torch.Tensor | None
     var: str = ""
     defs: tuple[Bound, ...] = ()  # the numbers the line reads by name, each where it got its value
+    flag: bool = False  # the function that computed it has the causal flag in reach (``causal`` a local of it)
 
     @property
     def numpy(self) -> bool:
@@ -179,6 +180,7 @@ def traced(
                 value if isinstance(value, torch.Tensor) else None,
                 str(r.get("var", ""))[:80],
                 _bounds(r.get("defs")),
+                r.get("flag") is True,
             )
         )
     returned = {f"v:{k}" for k, r in enumerate(header["records"]) if _is_returned(r, values, header)}
@@ -448,7 +450,9 @@ def departures(
             (j, h)
             for j in range(level + 1, len(chain))
             if (h := match(r, chain[j][1])) is not None
-            and (h != "premasked" or not _equal(chain[j][1][h], stages[h]))  # a layout tells no mutation apart
+            and (h != "premasked" or h not in stages or not _equal(chain[j][1][h], stages[h]))  # a layout tells
+            # no mutation apart; the lecture's stages have no such layout where the model's mask is its own (a
+            # mask applied whatever the flag, at causal=False)
         ]
         if direct:
             nxt = direct[0]
@@ -489,7 +493,14 @@ def departures(
                 f"{describe(met, due, stages, tensors, causal)}. Build the mask with masked_fill or torch.where"
             )
             found.append(Departure(replace(nan, value=met.value), due, words, stages.get(due), explained, causal))
-        elif (source := _mask_source(trace, r, stages)) is not None and site is r:
+        elif not causal and site is r and (source := _applied_mask(trace, r)) is not None and _flagged(source, r):
+            # a mask applied whatever the flag, made where the flag is in reach (and applied where it is not)
+            at = replace(r, file=source.file, line=source.line, code=source.code)
+            found.append(
+                Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
+            )
+        elif causal and (source := _mask_source(trace, r, stages)) is not None and site is r:  # (at causal=False
+            # a mask that hides anything is applied where none belongs: the line that applies it, but as above)
             at = replace(r, file=source.file, line=source.line, code=source.code)
             found.append(
                 Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
@@ -598,6 +609,8 @@ def _operand_site(trace: Trace, tensors: dict[str, torch.Tensor], role: str, sou
     if name.startswith("in:"):
         return _bound(trace, p, name, role == "Q") or where_of(p)
     by = {f"v:{x.index}": x for x in trace.records}
+    if by[name].reads == (wanted,) and (bound := _bound(trace, p, wanted, role == "Q")) is not None:
+        return bound  # one sequence of the input, bound to the operand's name (``v = x`` of ``x = X[b]``)
     if by[name].numpy:  # an array named for the operand (``v = x``), or the input's own array read there
         own = by[name]
         converted = any(x.line == own.line and x.file == own.file and wanted in x.reads for x in trace.records)
@@ -971,6 +984,33 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
     return _pattern_origin(trace, pattern[-1], T) if pattern else None
 
 
+def _applied_mask(trace: Trace, r: Record) -> Record | None:
+    """Where the boolean (T, T) pattern ``r``'s line applies (a masked_fill's, a where's) was made (a torch head's;
+    ``_pattern_origin``)."""
+    if r.value is None or r.value.dim() < 2 or r.numpy:
+        return None
+    T = r.value.shape[-1]
+    by = {f"v:{x.index}": x for x in trace.records}
+    masks = [
+        x
+        for n in r.reads
+        if (x := by.get(n)) is not None
+        and x.value is not None
+        and x.value.dtype == torch.bool
+        and x.value.dim() >= 2
+        and tuple(x.value.shape[-2:]) == (T, T)
+    ]
+    return _pattern_origin(trace, masks[-1], T) if masks else None
+
+
+def _flagged(source: Record, use: Record) -> bool:
+    """Whether the line that made a mask (``source``), not the line that applies it (``use``), is in a function
+    with the causal flag in reach: a mask applied whatever the flag is then made where the flag belongs (``mask =
+    tril(...)`` passed to a helper that has no flag), else it is applied where the flag belongs (a buffer made in
+    ``__init__``, applied in ``forward(x, causal)``)."""
+    return source.flag and not use.flag
+
+
 def _masking_of(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> str | None:
     """:func:`_masking` of ``v`` against the scaled scores, or against the scores not yet scaled (a mask applied
     before the scale: ``-inf / sqrt(d_k)`` is -inf)."""
@@ -1019,9 +1059,10 @@ def _made_elsewhere(trace: Trace, r: Record, numbers: Wrong) -> Bound | None:
     if not numbers:
         return None
 
-    def fits(b: Bound) -> bool:  # 0 and ±1 are axes and identities more often than constants that were chosen
-        x = b.value
-        forms = (x, 1 / x, math.sqrt(abs(x)), 1 / math.sqrt(abs(x))) if abs(x) not in (0.0, 1.0) else ()
+    def fits(b: Bound) -> bool:  # 0 and ±1 are axes and identities more often than constants that were chosen,
+        x = b.value  # but for a float written as one (``scale = 1.0``: a scale chosen there)
+        forms: tuple[float, ...] = (x, 1 / x, math.sqrt(abs(x)), 1 / math.sqrt(abs(x)))
+        forms = forms if abs(x) not in (0.0, 1.0) else (x,) if abs(x) == 1.0 and _float_literal(b) else ()
         return any(
             any(math.isclose(n, f, rel_tol=1e-9) for f in forms)
             and (not any(math.isclose(x, y) for y in right) or _scaled(b))
@@ -1029,6 +1070,19 @@ def _made_elsewhere(trace: Trace, r: Record, numbers: Wrong) -> Bound | None:
         )
 
     return next((b for b in r.defs if fits(b) and _alone(b) and not _read_elsewhere(trace, b, r)), None)
+
+
+def _float_literal(b: Bound) -> bool:
+    """Whether ``b``'s line binds its name to a float written out (``scale = 1.0``)."""
+    try:
+        tree = ast.parse(b.code.split("#", 1)[0].strip())
+    except (SyntaxError, ValueError):
+        return False
+    node = tree.body[0] if len(tree.body) == 1 else None
+    value = node.value if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        value = value.operand
+    return isinstance(value, ast.Constant) and isinstance(value.value, float)
 
 
 def _scaled(b: Bound) -> bool:
@@ -1157,14 +1211,18 @@ def _dropped(trace: Trace, r: Record, good: dict[int, str], reached: int) -> Rec
     """A value matching a stage later than any ``r`` was computed from, that nothing reads (nor returns)."""
     if r.numpy:
         return None
+
+    def rank(s: str) -> int:  # the scores masked before the scale hold the mask: as far as the masked stage
+        return RANK["masked"] if s == "premasked" else RANK[s]
+
     ancestors = _ancestors(trace, r)
-    before = max((RANK[good[int(a[2:])]] for a in ancestors if int(a[2:]) in good), default=-1)
+    before = max((rank(good[int(a[2:])]) for a in ancestors if int(a[2:]) in good), default=-1)
     read = {x for q in trace.records for x in q.reads}
     for q in trace.records:
         if q.index >= r.index or q.index not in good or q.numpy:
             continue
         name = f"v:{q.index}"
-        if RANK[good[q.index]] > before and name not in read and name not in trace.returned:
+        if rank(good[q.index]) > before and name not in read and name not in trace.returned:
             return q
     return None
 

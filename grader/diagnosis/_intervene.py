@@ -62,6 +62,7 @@ from grader.diagnosis._departure import (
     Record,
     Trace,
     _ancestors,
+    _applied_mask,
     _bound,
     _clamp,
     _derived,
@@ -69,12 +70,15 @@ from grader.diagnosis._departure import (
     _dropped,
     _equal,
     _factor,
+    _flagged,
     _float32,
     _future,
     _made_elsewhere,
     _mask_source,
     _masking,
+    _named_array,
     _nan_source,
+    _softmax_part,
     _transpose,
     _wrong_numbers,
     describe,
@@ -239,6 +243,9 @@ def departing(
         name = f"v:{r.index}"
         if r.index in passed or name not in derived or _neutral(r, tensors):
             continue
+        if _softmax_part(r, stages) or (unscaled is not None and _softmax_part(r, {"masked": unscaled})):
+            continue  # a hand-written softmax's own step (less the row's max, its exp): on the way to the weights
+            # (of the scores never scaled too: that mistake is the scores', not the softmax's)
         if not r.numpy and name not in read and name not in trace.returned:
             continue  # a dead value: nothing it computes reaches the output
         if not r.numpy and name in masking:
@@ -474,10 +481,27 @@ def walk(
         context = trace.context.get(r.file, {})
         good = {k: h[0] for k, h in dep.good.items()}
         dropped = _dropped(trace, r, good, dep.reached) if not r.numpy else None
+        if dropped is not None and any(i.site is not None and i.site.index == dropped.index for i in found):
+            dropped = None  # said already: this departure is another mistake of the op that should have read it
         if dropped is not None:  # the stage was computed, then never used: that line is the one to edit
             words = f"{NAMES[good[dropped.index]]} computed here is never used: nothing after it reads the result"
             context = trace.context.get(dropped.file, {})
-        elif due == "masked" and value is not None and (made := _pattern(trace, r, value, view)) is not None:
+            # patched as the edit would: the value read in its place becomes it, so a mistake of the op that reads
+            # it (a softmax over the wrong axis) is one more
+            if good[dropped.index] != "premasked":  # (a mask before the scale: its reader's input is no stage)
+                best = _used_instead(run, patches, trace, r, dropped, good, budget) or best
+        elif not causal and (made := _applied_mask(trace, r)) is not None and _flagged(made, r):
+            # a mask applied whatever the flag, made where the flag is in reach (a helper that has none applies it)
+            dropped = made
+            words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
+            context = trace.context.get(made.file, {})
+        elif (
+            causal
+            and due in ("masked", "premasked")
+            and value is not None
+            and (made := _pattern(trace, r, value, _unscaled(view) if due == "premasked" else view)) is not None
+        ):
+            # (at causal=False a mask that hides anything is applied where no mask belongs: its use is the line)
             dropped = made  # the mask hides the wrong entries: the line that made its pattern
             words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
             context = trace.context.get(made.file, {})
@@ -508,7 +532,7 @@ def walk(
             words += f"; `{number.var}` = {number.value:.6g} is set here and used at line {r.line}: `{r.code}`"
             dropped = replace(r, file=number.file, line=number.line, code=number.code)
             context = trace.context.get(number.file, {})
-        elif words.startswith("X used where") and (alias := _alias(trace, r, words)) is not None:
+        elif words.startswith("X used where") and (alias := _alias(trace, r, words, tensors)) is not None:
             # the input bound where a projection belongs (``v = X``, or passed as the values: ``f(q, k, X)``)
             dropped = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
             context = trace.context.get(dropped.file, {})
@@ -543,11 +567,13 @@ def _number_made(
     return _made_elsewhere(trace, r, _wrong_numbers(r, due, stages, tensors, causal))
 
 
-def _alias(trace: Trace, r: Record, words: str) -> dict[str, Any] | None:
+def _alias(trace: Trace, r: Record, words: str, tensors: dict[str, torch.Tensor]) -> dict[str, Any] | None:
     """The binding of a name ``r``'s line reads to the input X itself (the queries' operand first), else the
-    first local bound to an input in the call's own body."""
+    first local bound to an input in the call's own body; in a NumPy head, an array bound to X's values under
+    another name (``v = x``)."""
     bound = _bound(trace, r, "in:X", words.startswith("X used where Q"))
-    return bound or next((a for a in trace.aliases if not a.get("param")), None)
+    bound = bound or next((a for a in trace.aliases if not a.get("param")), None)
+    return bound or (_named_array(trace, tensors, "X") if any(x.numpy for x in trace.records) else None)
 
 
 def _passed_in(trace: Trace, r: Record) -> Record | None:
@@ -742,6 +768,56 @@ def _pattern(trace: Trace, r: Record, value: torch.Tensor, stages: dict[str, tor
             break
         source = made[0]
     return source if (source.file, source.line) != (r.file, r.line) else None
+
+
+def _rank(stage: str) -> int:
+    """A stage's rank, the scores masked before the scale as far as the masked stage (they hold the mask)."""
+    return RANK["masked"] if stage == "premasked" else RANK[stage]
+
+
+def _used_instead(
+    run: Run,
+    patches: list[dict[str, Any]],
+    trace: Trace,
+    r: Record,
+    dropped: Record,
+    good: dict[int, str],
+    budget: list[int],
+) -> _Candidate | None:
+    """The candidate that puts the value ``dropped`` made (a stage computed and never used) in place of the value
+    ``r`` read instead (an earlier stage of its shape: the scores a ``masked_fill`` left unassigned), on every
+    sequence; None when ``r`` reads no such value or the head then raises."""
+    by = {f"v:{x.index}": x for x in trace.records}
+    read = [
+        x
+        for n in r.reads
+        if (x := by.get(n)) is not None
+        and x.index in good
+        and _rank(good[x.index]) < _rank(good[dropped.index])
+        and x.value is not None
+        and dropped.value is not None
+        and x.value.shape == dropped.value.shape
+    ]
+    if not read or budget[0] <= 0:
+        return None
+    ours, theirs = _siblings(trace, read[-1]), _siblings(trace, dropped)
+    if len(ours) != len(theirs):
+        return None
+    budget[0] -= 1
+    at = [
+        {**_site(x), "nth": _nth(trace, x), "value": d.value, "stage": good[dropped.index], "layout": "as is"}
+        for x, d in zip(ours, theirs, strict=True)
+    ]
+    cand = _Candidate(good[dropped.index], False, at)
+    cand.trace = run(patches + at)
+    if cand.trace is None or cand.trace.raised is not None:
+        return None
+    return cand
+
+
+def _unscaled(stages: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``stages`` as a mask applied before the scale sees them: the scores stand where the scaled scores do."""
+    return {**stages, "scaled": stages["scores"]} if "scores" in stages else stages
 
 
 def _square_pattern(v: torch.Tensor | None) -> bool:
@@ -964,6 +1040,14 @@ def _add(out: Walk, found: list[Intervention], large: bool = False) -> None:
         patched = {(str(p["file"]), int(p["line"])) for i in out.interventions if i.causal for p in i.patches}
         out.interventions += [i for i in found if (i.record.file, i.record.line) not in patched]
         return
-    known = {(i.record.file, i.record.line) for i in out.interventions}
+    known = {(str(p["file"]), int(p["line"])) for i in out.interventions for p in i.patches}
+    # a value departing at a line whose earlier intervention was patched elsewhere (a mask's pattern, where it is
+    # made) departs again for another reason: the mask is applied there whatever the flag
+    again = {(i.record.file, i.record.line) for i in out.interventions} - known
     used = {site for i in out.interventions for site in i.reads}
-    out.interventions += [i for i in found if (i.record.file, i.record.line) not in known and not i.reads & used]
+    out.interventions += [
+        i
+        for i in found
+        if (i.record.file, i.record.line) in again
+        or ((i.record.file, i.record.line) not in known and not i.reads & used)
+    ]

@@ -130,20 +130,44 @@ def _intervened(
     if any(c.kind == "known" for c in causes):
         return causes  # a known bug matched on every probe is the whole head: its interventions are its lines
     named = [c.id for c in causes if c.kind == "mutation"]
-    seen = {(c.departure.stage, c.departure.causal, c.departure.description) for c in causes if c.departure}
     explained = {x for c in causes for x in c.explains}
     unexplained = [c.id for c in valued if c.id not in explained]
     out = list(causes)
+    fallback: int | None = None  # a departure named by an intervention's words: the checks left are its own again
     for i in walk.interventions:
         if i.record.op == "raise":
             continue  # a crash: the failing checks' own cause names it
-        same = any(ca == i.causal and words.startswith(i.description) for _, ca, words in seen)
-        if same or any(_made_by(i, m, _probed(i), fitted) for m in named):
-            continue  # a cause says the same of the same stage, or names that mistake
         shown = replace(i.at, value=i.value)
         dep = Departure(shown, i.stage, i.description, i.expected, (), i.causal, dict(i.context))
+        same = next(
+            (
+                k
+                for k, c in enumerate(out[: len(causes)])  # the causes named before the walk
+                if c.departure and c.departure.causal == i.causal and c.departure.description.startswith(i.description)
+            ),
+            None,
+        )
+        if same is not None and out[same].kind == "departure":  # said as a departure, which the intervention's
+            # words name (a float32 softmax): that cause, at the departure's line, explaining what it explained
+            upgraded = _named(dep, [], failed, passed, intervened=True)
+            if upgraded is not None and not any(c.id == upgraded.id for c in out):
+                old = out[same]
+                out[same] = upgraded.model_copy(update={"where": old.where, "departure": old.departure})
+                # what it explained beyond the named cause's own checks goes to the mistakes found after it
+                unexplained = sorted({*unexplained, *(x for x in old.explains if x not in upgraded.explains)})
+                fallback = fallback if fallback is not None else same
+            continue
+        if same is not None:
+            continue  # a cause says the same of the same stage
         made = _named(dep, unexplained, failed, passed, intervened=True)
-        if made is not None and any(c.id == made.id for c in out):
+        k = next((k for k, c in enumerate(out) if made is not None and c.id == made.id), None)
+        if k is not None and not _said(out[k]):  # named already, with no line or at a line whose words do not
+            out[k] = _with(out[k], dep)  # say it (the first departure its model left): this is its line
+            continue
+        modelled = [*named, *(c.id for c in out[len(causes) :] if c.id in SLOT_OF)]  # and those named here
+        if (made is None or k is not None) and any(_made_by(i, m, _probed(i), fitted) for m in modelled):
+            continue  # a named mutation's model makes this value: that mistake (unless its words name another)
+        if k is not None:
             made = None  # named already (at another line): this one stays a departure of its own
         if made is None and i.large:
             continue  # huge scores show what the catalog names there (a weak fill, exp without the max), no more
@@ -164,6 +188,9 @@ def _intervened(
             made = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained)
         unexplained = []
         out.append(_with(made, dep))
+    if unexplained and fallback is not None:
+        c = out[fallback]
+        out[fallback] = c.model_copy(update={"explains": sorted({*c.explains, *unexplained})})
     return out
 
 
@@ -203,6 +230,7 @@ INTERVENED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), cid)
     for pattern, cid in (
         (rf"^{re.escape(NAMES['masked'])} computed here is never used", "no_mask"),
+        (rf"^{re.escape(NAMES['premasked'])} computed here is never used", "no_mask"),
         (rf"^{re.escape(NAMES['scaled'])} computed here is never used", "no_scaling"),
     )
 )
@@ -214,6 +242,14 @@ TRANSPOSED_WEIGHTS = (
     re.compile(r"^its transpose: rows and columns \(queries and keys\) are swapped"),
     "weights_transposed",
 )
+
+
+def _said(c: Diagnosis) -> bool:
+    """Whether ``c`` stands at a line whose departure's words name it (the catalog's words for its id)."""
+    if c.where is None or c.departure is None:
+        return False
+    words = (*NAMED_WORDS, *INTERVENED_WORDS, SOFTMAX_FLOAT32, TRANSPOSED_WEIGHTS)
+    return any(cid == c.id and pattern.search(c.departure.description) for pattern, cid in words)
 
 
 def _named(
@@ -297,12 +333,15 @@ def _alike(a: torch.Tensor, b: torch.Tensor, stage: str) -> bool:
     (-1e9 everywhere where the model's scale of 0 makes 0 everywhere) changes nothing the head computes."""
     if a.shape != b.shape:
         return False
-    if _equal(a, b):
+    # alike to float32 accuracy: a value that went through float32 on its way (a float32 softmax, cast back) is
+    # another mistake's rounding (the dtype's mutations are told by their own relation, in _made_by)
+    tol = {"rtol": 1e-5, "atol": 1e-7}
+    if _equal(a, b, **tol):
         return True
-    if stage not in ("scores", "scaled", "masked") or a.dim() < 2:
+    if stage not in ("scores", "premasked", "scaled", "masked") or a.dim() < 2:
         return False
     with torch.no_grad():
-        return _equal(torch.softmax(a.double(), dim=-1), torch.softmax(b.double(), dim=-1))
+        return _equal(torch.softmax(a.double(), dim=-1), torch.softmax(b.double(), dim=-1), **tol)
 
 
 def _leaky(cid: str) -> str:

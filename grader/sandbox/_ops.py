@@ -648,6 +648,8 @@ _OPS["pytest"] = op_pytest
 # ----------------------------------------------------------------------------------------------
 # appended: one traced call, for pointing at the line where a head leaves the lecture (issue 28)
 
+FLAG = "causal"  # the entry point's flag (a parameter of causal_self_attention)
+SLICING = frozenset({"__getitem__", "select", "unbind", "__iter__"})  # ops that take one sequence of an input
 TRACE_RECORDS = 400  # records kept per traced call; the rest are counted, not kept
 TRACE_ELEMENTS = 1 << 15  # elements of one recorded value shipped back (a probe's (B, T, T) is 98; at T = 128, 32768)
 TRACE_TOTAL = 1 << 20  # elements of all recorded values together (8 MB of float64 at most)
@@ -723,6 +725,8 @@ class _Trace:
         record: Header = {"op": op[:80], "file": where[0], "line": where[1], "code": where[2], "reads": reads}
         if var:
             record["var"] = var[:80]
+        if self.frame is not None and FLAG in self.frame.f_code.co_varnames + self.frame.f_code.co_freevars:
+            record["flag"] = True  # the function computing it has the causal flag in reach (a line to consult it)
         try:  # what a line reads is a note beside the record: a failure to read it must not reach the head
             defs = self.defs(where)
         except Exception:
@@ -908,11 +912,24 @@ def _array_tracer(trace: _Trace) -> Any:
     def snapshot(frame: Any) -> dict[str, Any]:
         return {k: v for k, v in frame.f_locals.items() if isinstance(v, np.ndarray) and v.dtype.kind in "fcbiu"}
 
+    def input_of(v: Any) -> str | None:
+        """The input ``v`` is (``in:X``), or one sequence of it taken by indexing on another line (``X[b]``,
+        passed to a per-sequence helper: its ``x`` is the input as far as that helper goes), as (name, line)."""
+        name = trace.by_id.get(id(v), "")
+        if name.startswith("in:"):
+            return name
+        if name.startswith("v:") and (k := int(name[2:])) < len(trace.records):
+            r = trace.records[k]
+            reads = r.get("reads", [])
+            if r.get("op") in SLICING and len(reads) == 1 and str(reads[0]).startswith("in:"):
+                return f"{reads[0]}@{r['file']}:{r['line']}"
+        return None
+
     def aliases(frame: Any) -> dict[str, str]:
-        """Locals that are one of the call's input tensors themselves (``q = X``): no op records them."""
-        return {
-            k: trace.by_id[id(v)] for k, v in frame.f_locals.items() if trace.by_id.get(id(v), "").startswith("in:")
-        }
+        """Locals that are one of the call's input tensors themselves (``q = X``), or one sequence of it (``v =
+        x`` of ``x = X[b]``): no op records them. A sequence carries where it was taken (``in:X@file:line``):
+        binding it there makes it, not an alias."""
+        return {k: name for k, v in frame.f_locals.items() if (name := input_of(v)) is not None}
 
     def rebound(frame: Any, line: int, caller: Any = None) -> None:
         """Where each local got the object it now holds: ``line`` for one bound since the last event. At a
@@ -950,6 +967,7 @@ def _array_tracer(trace: _Trace) -> Any:
         code = linecache.getline(up.f_code.co_filename, up.f_lineno).strip()[:300]
         names = _names(code)
         for var, name in bound.items():
+            name = name.partition("@")[0]
             at = next(
                 (a for a in reversed(trace.aliases) if a["file"] == path and a["input"] == name and a["var"] in names),
                 {"line": up.f_lineno, "code": code},
@@ -973,7 +991,9 @@ def _array_tracer(trace: _Trace) -> Any:
             if known.get(id(frame), {}).get(var) != name:
                 code = __import__("linecache").getline(frame.f_code.co_filename, line).strip()[:300]
                 path = __import__("os").path.realpath(frame.f_code.co_filename)[len(trace.prefix) :]
-                trace.aliases.append({"var": var[:80], "input": name, "file": path, "line": line, "code": code})
+                name, _, taken = name.partition("@")
+                if taken != f"{path}:{line}":  # a sequence bound where it is taken (``x = X[b]``) is made there
+                    trace.aliases.append({"var": var[:80], "input": name, "file": path, "line": line, "code": code})
         known[id(frame)] = bound
         now = snapshot(frame)
         for var, arr in now.items():
