@@ -15,7 +15,8 @@ diagnosis with the ground truth and prints, per style, for the tune and held-out
   contract causes (a NumPy head leaves torch; ``computed_outside_torch`` is expected there) and ``missing:*``
   (the generated files define the head alone);
 - full: correct heads graded full marks (a NumPy head: every point but its contract cause's);
-- complete: heads whose result says the diagnosis is proven complete (0 while the result has no such field);
+- complete: heads whose result says the diagnosis is proven complete (``diagnosis_complete``: with the walk's
+  changes applied, the head passes every property check that can be re-run with them);
 - exceptions: heads where the grader's own code raised: a traceback on the grade's stderr, a check's "Internal
   grader error", or a ``diagnosis_error`` in the result;
 - time: the grades' median and total seconds.

@@ -139,6 +139,8 @@ def results_json(
     if counted:
         lines.append(counted)
     lines += _causes(result)
+    proven = wording.diagnosis_complete_line(result) if result.diagnosis else None
+    lines += [proven] if proven else []  # the diagnosis's proof that it is complete (issue 35)
     lines += _not_graded(result)
     lines += result.notes
     withheld = sum(c.visibility == "hidden" for c in result.checks)

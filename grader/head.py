@@ -432,8 +432,8 @@ class Head:
             raise StudentFailure("error", "the worker answered a batch of calls with the wrong number of results")
         calls = []
         for k, (header, case) in enumerate(zip(each, cases, strict=True)):
-            mine = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
-            calls.append(self._head_call(Reply("ok", header, mine), case, causal))
+            got = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
+            calls.append(self._head_call(Reply("ok", header, got), case, causal))
         return calls
 
     def _head_call(self, reply: Reply, case: Case, causal: bool) -> HeadCall:
@@ -623,10 +623,14 @@ class Head:
         *,
         seed: int,
         causal: bool,
+        no_grad: bool = True,
+        values: bool = True,
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """``name`` traced as the ``trace`` op does, with some of its values replaced (issue 35): each patch
         names a site (``file``, ``line``, ``nth`` value recorded there, ``var`` for a NumPy local) and gives
-        ``value``, a tensor that replaces it, or None for the op's input (pass-through). Not validated."""
+        ``value``, a tensor that replaces it, or None for the op's input (pass-through). Not validated.
+        ``no_grad`` False: run with autograd recording on, as a plain call is; ``values`` False: the call's
+        result alone comes back, not the values recorded on the way."""
         sent = dict(tensors)
         specs = []
         for k, p in enumerate(patches):
@@ -635,8 +639,52 @@ class Head:
                 sent[f"patch:{k}"] = p["value"]
                 spec["value"] = f"patch:{k}"
             specs.append(spec)
-        options = {"kwargs": {"causal": {"v": causal}}, "patches": specs}
+        options = {"kwargs": {"causal": {"v": causal}}, "patches": specs, "no_grad": no_grad, "values": values}
         return self.probe(name, args, sent, seed=seed, op="intervene", **options)
+
+    def intervened_calls(
+        self,
+        cases: Sequence[Case],
+        patches: Sequence[Sequence[dict[str, Any]]],
+        *,
+        causal: bool,
+        seed: int | None,
+        no_grad: bool = False,
+        arrays: bool = True,
+    ) -> list[HeadCall]:
+        """``causal_self_attention`` on each case with its own ``patches`` applied (as :meth:`intervene`, the
+        values recorded on the way left out), in one request, validated as :meth:`attention` validates a call; a
+        call that raised raises its StudentFailure ("error"). ``arrays`` False: no NumPy local is followed (a
+        torch head's: its calls cost less). For the diagnosis's proof (issue 35)."""
+        fn = "causal_self_attention"
+        sent: dict[str, torch.Tensor] = {}
+        each = []
+        for k, (case, mine) in enumerate(zip(cases, patches, strict=True)):
+            sent.update({f"{k}:{n}": t for n, t in case.tensors().items()})
+            specs = []
+            for j, p in enumerate(mine):
+                spec: dict[str, Any] = {key: p[key] for key in ("file", "line", "nth", "var") if key in p}
+                if p.get("value") is not None:
+                    sent[f"{k}:patch:{j}"] = p["value"]
+                    spec["value"] = f"patch:{j}"
+                specs.append(spec)
+            each.append(specs)
+        options = {"kwargs": {"causal": {"v": causal}}, "patches_each": each, "no_grad": no_grad, "values": False}
+        options["arrays"] = arrays
+        args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
+        reply = self._call(fn, args, sent, op="intervene_each", seed=seed, **options)
+        headers = reply.header.get("each")
+        if not isinstance(headers, list) or len(headers) != len(cases):
+            raise StudentFailure("error", "the worker answered a batch of calls with the wrong number of results")
+        calls = []
+        for k, (header, case) in enumerate(zip(headers, cases, strict=True)):
+            raised = header.get("raised") if isinstance(header, dict) else None
+            if isinstance(raised, dict):
+                at = f" at line {raised['line']}" if "line" in raised else ""
+                raise StudentFailure("error", f"{raised.get('type') or 'an exception'} raised{at}")
+            got = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
+            calls.append(self._head_call(Reply("ok", header, got), case, causal))
+        return calls
 
 
 class NotAttempted(MissingFunction):

@@ -134,6 +134,23 @@ class DiagnosisError(_Strict):
     )
 
 
+class DiagnosisProof(_Strict):
+    """The diagnosis's proof that it is complete (issue 35): with the changes its walk found applied to the head in
+    the worker, every property check that failed passes; those that passed had passed without them."""
+
+    changes: int = Field(description="How many changes (the walk's interventions, one per mistake) the proof applies.")
+    checks: list[str] = Field(
+        default_factory=list,
+        description="The failing property checks run again on the head with the changes applied, every one of "
+        "which passed.",
+    )
+    not_provable: list[str] = Field(
+        default_factory=list,
+        description="Failing checks that cannot be run with the changes (gradient_blocks: a changed value carries "
+        "no gradient), each explained only by causes at the changes' lines.",
+    )
+
+
 class Panel(_Strict):
     """The student's matrix next to the reference's on the same input."""
 
@@ -258,6 +275,12 @@ class GradeResult(_Strict):
         description="The grader's own exception inside the diagnosis, when it could not finish: the score is then "
         "provisional (counted over the causes found, never below the per-check sum), and a batch regrades it. "
         "None when the diagnosis finished.",
+    )
+    diagnosis_complete: DiagnosisProof | None = Field(
+        default=None,
+        description="Set when the diagnosis is proven complete: with its changes applied, the head passes every "
+        "property check it failed (those that cannot be run so are listed). None otherwise (nothing failed, or "
+        "no proof).",
     )
     rubric: str = Field(description="Name of the rubric used.")
     duration_s: float = Field(description="Total wall time in seconds.")

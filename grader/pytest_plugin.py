@@ -156,7 +156,8 @@ class Step4:
         terminalreporter.write_sep("-", "step4 grade")
         sentence = wording.causes_sentence(self.result)
         failed = wording.diagnosis_error_line(self.result)  # the grader's own error is never silent (issue 35)
-        for line in (sentence, failed, wording.scoring_line(self.result), wording.score_line(self.result)):
+        proven = wording.diagnosis_complete_line(self.result)  # the diagnosis's proof (issue 35)
+        for line in (sentence, proven, failed, wording.scoring_line(self.result), wording.score_line(self.result)):
             if line:
                 terminalreporter.write_line(line)
 

@@ -23,7 +23,7 @@ from grader._notebook import cell_label
 from grader._paths import bundled
 from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, observed
+from grader.checks._base import BREACH, NOT_DEFINED, RNG_SALT, STOPPED, observed
 from grader.checks._exercises import stats_seed
 from grader.checks._student_tests import suite_files
 from grader.diagnosis._causes import caps
@@ -48,7 +48,6 @@ KIT_NOTE = (
     "Graded with the student kit: reference_match and the Gaussian checks compare with the reference's stored "
     "outputs on fixed public cases, and your own tests are graded on submission."
 )
-RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with
 
 
 Reproduce = Callable[[str, int], str]  # (check id, seed) -> the line that reruns that check alone
@@ -166,6 +165,7 @@ def grade(
                     exam = replace(exam, error=first.error) if exam else replace(first, causes=[], stopped=())
             diagnosis = [_as_written(d, sub) for d in exam.causes] if exam else []
             error = exam.error if exam else None
+            proof = exam.proof if exam and diagnosis else None  # the diagnosis proven complete (issue 35)
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
             mark("pictures done")
             protections = list(sandbox.protections)
@@ -186,6 +186,7 @@ def grade(
         score_by_checks=counted.score_by_checks,
         scoring_note=provisional(counted.note, error),
         diagnosis_error=error,
+        diagnosis_complete=proof,
         checks=checks,
         diagnosis=counted.diagnosis,
         protections=protections,

@@ -23,6 +23,9 @@ from grader.oracle import Oracle
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
 
+RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with (the runner's, and
+# the diagnosis's proof, whose calls draw what the check's own calls drew)
+
 # How a verdict says the student's code stopped it (the runner and by_case write these; the diagnosis reads
 # them to group checks by cause).
 STOPPED = "Your code did not complete this check: "

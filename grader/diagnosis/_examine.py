@@ -44,6 +44,7 @@ from grader.diagnosis._naming import (
     violates,
 )
 from grader.diagnosis._pointing import point
+from grader.diagnosis._proof import Walked, prove
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, matches, reference_matches, search
 from grader.diagnosis._where import (
@@ -64,7 +65,7 @@ from grader.diagnosis._where import (
 from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
 from grader.inputs import Shape, make_case
 from grader.library import KnownHead, load_reference
-from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, GradeResult
+from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, DiagnosisProof, GradeResult
 
 if TYPE_CHECKING:
     from grader.oracle import Oracle
@@ -80,6 +81,7 @@ class Examination:
     where: Where = Where()
     stopped: tuple[str, ...] = ()
     error: DiagnosisError | None = None  # the grader's own exception in a pass (issue 35): the causes may be partial
+    proof: DiagnosisProof | None = None  # the walk's changes make every property check pass (``_proof``)
 
 
 def diagnose(
@@ -165,12 +167,14 @@ def _examine(
     stopped = tuple(size.explains if size else ()) + tuple(width.explains if width and where.square else ())
     combo, fitted = found if found is not None else ((), {})
     causes = run("one_choice", causes, _one_choice, causes, slips, bad)
+    walked = Walked()
     causes = run(
         "point", causes, point, head, causes, failing, combo, fitted, where.flags, where.length, where.square,
-        frozenset(passed),
+        frozenset(passed), walked,
     )  # fmt: skip
     causes = run("one_choice", causes, _projection_widths, causes)
-    return Examination(_explained(causes, failing), where, stopped, passes.error())
+    causes, proof = run("prove", (causes, None), prove, head, causes, walked, checks, ref, rubric, seed)
+    return Examination(_explained(causes, failing), where, stopped, passes.error(), proof)
 
 
 T = TypeVar("T")

@@ -31,10 +31,10 @@ made of it stand on (``_pointing``): they join the diagnosis only when the walk 
 on at causal=True on a probe of huge scores (:func:`large`, every score about -1e6, as numerical_stability's mask
 constant case), from the patches found there: what only such scores show (a -1e4 or -100 fill, exp without the
 row's max) is one more mistake when that walk repairs the head too. A value a patch put in says nothing of the
-values before it (``Trace.patched``: never "on the way" to a stage). What it does not prove yet: that each
-check a cause claims passes with the patches (float16, a zero row, T = 1 are not walked), so a fill that breaks
-only float16 is left to the named causes. Crashes are walked past when the raising op is a torch op (its result
-is the patch).
+values before it (``Trace.patched``: never "on the way" to a stage). That each check a cause claims passes with
+the patches (float16, a zero row, T = 1 are not walked) is proven by running the checks again on the head with
+them (``_proof``), which narrows the claims that do not hold. Crashes are walked past when the raising op is a
+torch op (its result is the patch).
 
 Everything is judged here, in the grader: the worker only runs the head with the patches (``intervene`` op).
 """

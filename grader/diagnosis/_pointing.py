@@ -37,6 +37,7 @@ from grader.diagnosis._intervene import INTERVENE, Intervention, intervene, larg
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
+from grader.diagnosis._proof import Walked
 from grader.diagnosis._where import ATTENTION, SIZE_CRASH
 from grader.head import CORE, Head, ImportFailure, StudentFailure
 from grader.models import CheckResult, Diagnosis, SourceLine
@@ -58,10 +59,12 @@ def point(
     length: int | None = None,
     square: bool = False,
     passed: frozenset[str] = frozenset(),
+    walked: Walked | None = None,
 ) -> list[Diagnosis]:
     """``causes`` each with its line, and a cause for a departure no named cause describes (traced where the head
     runs: at ``length``, with ``flags``, with d_k = d_v = d when ``square``); one whose words are a catalog
-    cause's that no check in ``passed`` rules out is named as that cause."""
+    cause's that no check in ``passed`` rules out is named as that cause. ``walked``, when given, receives the
+    complete walk and the ids of the causes it made (for the proof, ``_proof``)."""
     once = cache(lambda: traced(head, probe(length, square), True))  # one traced call on the probe serves all three
     out = _forbidden_lines(once, _left_torch(once, _crash_lines(head, causes, length)), failing)
     out = _return_lines(once, out)
@@ -104,7 +107,7 @@ def point(
             c = c.model_copy(update={"explains": sorted({*c.explains, *made.explains})})
             out[same] = c if c.where is not None else _with(c, dep)
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
-        out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed)
+        out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed, walked or Walked())
     return _returning_lines(once, out)
 
 
@@ -116,6 +119,7 @@ def _intervened(
     fitted: dict[str, float],
     failed: set[str],
     passed: frozenset[str],
+    walked: Walked,
 ) -> list[Diagnosis]:
     """``causes``, each named mistake at the line of the intervention its model explains, and a cause for each
     intervention at a line no cause points at, when the head with all the interventions returns the lecture's
@@ -126,6 +130,7 @@ def _intervened(
     # the walk goes past the crash (its own cause names it) to the mistakes behind it
     if not walk.complete:
         return causes
+    walked.walk = walk
     causes = _placed(causes, walk.interventions, fitted)
     if any(c.kind == "known" for c in causes):
         return causes  # a known bug matched on every probe is the whole head: its interventions are its lines
@@ -153,6 +158,7 @@ def _intervened(
             if upgraded is not None and not any(c.id == upgraded.id for c in out):
                 old = out[same]
                 out[same] = upgraded.model_copy(update={"where": old.where, "departure": old.departure})
+                walked.made.add(upgraded.id)
                 # what it explained beyond the named cause's own checks goes to the mistakes found after it
                 unexplained = sorted({*unexplained, *(x for x in old.explains if x not in upgraded.explains)})
                 fallback = fallback if fallback is not None else same
@@ -188,6 +194,7 @@ def _intervened(
             made = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=unexplained)
         unexplained = []
         out.append(_with(made, dep))
+        walked.made.add(made.id)
     if unexplained and fallback is not None:
         c = out[fallback]
         out[fallback] = c.model_copy(update={"explains": sorted({*c.explains, *unexplained})})

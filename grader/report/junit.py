@@ -100,6 +100,7 @@ def render_junit(result: GradeResult) -> str:
         ("scoring", result.scoring),
         ("score_by_checks", f"{result.score if result.score_by_checks is None else result.score_by_checks:g}"),
         *((("scoring_note", result.scoring_note),) if result.scoring_note else ()),
+        *((("diagnosis_complete", proven),) if (proven := wording.diagnosis_complete_line(result)) else ()),
         ("seed", str(result.seed)),
     ):
         ET.SubElement(props, "property", name=name, value=xml_text(value))

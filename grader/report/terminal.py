@@ -142,6 +142,9 @@ def _causes(result: GradeResult, console: Console, *, table: bool) -> None:
     unexplained = wording.unexplained_line(result) if result.diagnosis else None
     if unexplained:
         _line(console, Text(unexplained, "yellow"), table=table)
+    proven = wording.diagnosis_complete_line(result) if result.diagnosis else None
+    if proven:  # the diagnosis's proof that it is complete (issue 35)
+        _line(console, Text(proven, "bold"), table=table)
 
 
 def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool = False) -> None:

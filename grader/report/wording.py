@@ -147,6 +147,27 @@ def diagnosis_error_line(result: GradeResult) -> str | None:
     )
 
 
+def diagnosis_complete_line(result: GradeResult) -> str | None:
+    """'With these 2 changes your head computes the lecture's head on every property check: ...' when the
+    diagnosis is proven complete (issue 35: the changes its walk found, applied to your head, make every property
+    check it failed pass); None otherwise."""
+    proof = result.diagnosis_complete
+    if proof is None:
+        return None
+    n = proof.changes
+    changes, them = ("this change", "it") if n == 1 else (f"these {n} changes", "them")
+    k = len(proof.checks)
+    failed = "the check that failed passes" if k == 1 else f"the {k} checks that failed pass"
+    rest = ""
+    if proof.not_provable:
+        some = "it" if len(proof.not_provable) == 1 else "them"
+        rest = f"; {', '.join(proof.not_provable)} cannot be run so, and the causes above explain {some}"
+    return (
+        f"With {changes} your head computes the lecture's head on every property check: {failed} with {them} "
+        f"applied, the others passed already{rest}."
+    )
+
+
 def deduction(d: Diagnosis) -> str | None:
     """'−8 points': what a cause cost when the grade counts mistakes; None when it counts checks."""
     if d.deduction is None:

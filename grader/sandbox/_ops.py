@@ -661,9 +661,10 @@ class _Trace:
     local variable takes), the first frame in the submission's own files that made it, and which earlier
     results and inputs it read. Records only; the grader compares."""
 
-    def __init__(self, src_dir: str, inputs: Tensors) -> None:
+    def __init__(self, src_dir: str, inputs: Tensors, light: bool = False) -> None:
         import os
 
+        self.light = light  # the records alone (their sites, to count them): no values, no numbers' lines
         self.prefix = os.path.join(os.path.realpath(src_dir), "")
         self.records: list[Header] = []
         self.values: Tensors = {}
@@ -708,8 +709,10 @@ class _Trace:
             return None
         self.frame = f
         path = f.f_code.co_filename
-        code = linecache.getline(path, f.f_lineno).strip()[:300]
-        return os.path.realpath(path)[len(self.prefix) :], f.f_lineno, code
+        code = linecache.getline(path, f.f_lineno).strip()[:300] if not self.light else ""
+        if path not in self.real:
+            self.real[path] = os.path.realpath(path)
+        return self.real[path][len(self.prefix) :], f.f_lineno, code
 
     def source(self, value: Any) -> str | None:
         if isinstance(value, torch.Tensor):
@@ -727,6 +730,12 @@ class _Trace:
             record["var"] = var[:80]
         if self.frame is not None and FLAG in self.frame.f_code.co_varnames + self.frame.f_code.co_freevars:
             record["flag"] = True  # the function computing it has the causal flag in reach (a line to consult it)
+        if self.light:  # counted only (a patch names the nth value of its line)
+            self.records.append(record)
+            if isinstance(value, torch.Tensor):
+                self.keep.append(value)
+                self.by_id[id(value)] = name
+            return
         try:  # what a line reads is a note beside the record: a failure to read it must not reach the head
             defs = self.defs(where)
         except Exception:
@@ -877,6 +886,17 @@ def _torch_recorder(trace: _Trace) -> Any:
                 return result  # .shape, .dim(), .item(): nothing computed
             where = trace.site()
             if where is None:
+                return result
+            if trace.light:  # counted only: a patch names the nth value recorded at its line
+                first = args[0] if args else None
+                if isinstance(result, torch.Tensor) and result is not first:
+                    trace.add(name, where, result, [])
+                elif isinstance(first, torch.Tensor) and (result is None or result is first):
+                    trace.add(name, where, first, [])
+                elif isinstance(result, (tuple, list)):
+                    for item in result:
+                        if isinstance(item, torch.Tensor):
+                            trace.add(name, where, item, [])
                 return result
             leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
             reads = [s for s in (trace.source(x) for x in leaves) if s is not None]
@@ -1056,7 +1076,10 @@ def _traced_call(
     tensors: Tensors,
     table: dict[tuple[str, int, int, str], torch.Tensor | None] | None = None,
 ) -> tuple[Header, Tensors]:
-    """The ``trace`` op's call, with the ``intervene`` op's patches (``table``) applied when given."""
+    """The ``trace`` op's call, with the ``intervene`` op's patches (``table``) applied when given. Under
+    ``no_grad`` unless the request says ``"no_grad": false`` (a proof's call as a check makes it, autograd
+    recording on); ``"values": false`` sends back the call's result alone, not the values recorded on the way
+    (nor the records, aliases and context that describe them)."""
     import os
     import sys
 
@@ -1067,13 +1090,17 @@ def _traced_call(
     if params.get("seed") is not None:
         _seed_all(int(params["seed"]))
     src = os.path.dirname(os.path.abspath(str(getattr(module, "__file__", "") or ".")))
-    trace = _Trace(src, inputs)
-    tracer = _array_tracer(trace) if table is None else _patching_tracer(trace, _array_tracer(trace), table)
+    trace = _Trace(src, inputs, light=not params.get("values", True))
+    # ``"arrays": false`` (a torch head's light call): no line tracer, so no NumPy local is recorded nor patched
+    arrays = params.get("arrays", True) or any(var for *_, var in (table or {}))
+    inner = _array_tracer(trace) if arrays else None
+    tracer = inner if table is None else _patching_tracer(trace, inner, table)
     patching = contextlib.nullcontext() if table is None else _patcher(trace, table)
     previous = sys.gettrace()
     raised: Header | None = None
     result: Any = None
-    with torch.no_grad(), patching, _torch_recorder(trace):
+    grad = torch.no_grad() if params.get("no_grad", True) else contextlib.nullcontext()
+    with grad, patching, _torch_recorder(trace):
         if tracer is not None:
             sys.settrace(tracer)
         try:
@@ -1083,8 +1110,14 @@ def _traced_call(
         finally:
             if tracer is not None:
                 sys.settrace(previous)
-    out: Tensors = dict(trace.values)
-    header: Header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
+    if not params.get("values", True):  # the result alone (with where it raised)
+        out: Tensors = {}
+        header: Header = {"result": _flatten(result, out), "records": []}
+        if raised is not None:
+            header["raised"] = raised
+        return header, out
+    out = dict(trace.values)
+    header = {"result": _flatten(result, out), "records": trace.records, "dropped": trace.dropped}
     if raised is not None:
         header["raised"] = raised
     header["left"] = trace.left
@@ -1297,3 +1330,20 @@ def op_intervene(module: ModuleType, params: Header, tensors: Tensors) -> tuple[
 
 
 _OPS["intervene"] = op_intervene
+
+
+def op_intervene_each(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
+    """``intervene`` once per input set, in order (as ``call_each`` does ``call``): tensors named ``<k>:<name>``
+    (a patch's ``<k>:patch:<j>``), call k's patches in ``patches_each[k]``, the other options the same for every
+    call."""
+    headers: list[Header] = []
+    out: Tensors = {}
+    for k, patches in enumerate(list(params.get("patches_each") or [])):
+        mine = {name.split(":", 1)[1]: t for name, t in tensors.items() if name.startswith(f"{k}:")}
+        header, result = op_intervene(module, {**params, "patches": patches}, mine)
+        headers.append(header)
+        out.update({f"{k}:{name}": t for name, t in result.items()})
+    return {"each": headers}, out
+
+
+_OPS["intervene_each"] = op_intervene_each

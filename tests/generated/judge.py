@@ -1,7 +1,7 @@
 """A grade's diagnosis against a generated head's ground truth: what was found, where, and what was not a mistake.
 
 Reads the result as JSON (a dict, as ``GradeResult`` writes it), so it needs nothing of the grader and takes fields
-other parts of the grader may add (a proof of completeness, a recorded diagnosis error) when they are there.
+other parts of the grader add (the proof of completeness, a recorded diagnosis error) when they are there.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def score(head: Generated, record: dict[str, Any]) -> Scored:
     if result:
         contract_price = sum(c.get("deduction") or 0 for c in causes if c["id"] in head.contract_causes)
         s.full = result["score"] + contract_price >= result["max_score"] - 1e-9
-        s.complete = any(bool(v) for k, v in result.items() if "complete" in k or "proven" in k)
+        s.complete = bool(result.get("diagnosis_complete"))  # GradeResult.diagnosis_complete: the proof
         s.seconds = float(result.get("duration_s") or 0.0)
     s.exceptions = exceptions_of(record)
     return s

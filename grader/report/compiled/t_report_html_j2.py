@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/report.html.j2: do not edit.
-FINGERPRINT = "9e1edb74a7d21811aae7b61e83238dcae41098f3b0fa2adc21dddbbf0f56d98b"
+FINGERPRINT = "62ff488aa53a7a8ef2216eb975dc2887887cfb1647f176787b0ca44a07a447a3"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'report.html.j2'
 
@@ -301,6 +301,11 @@ def root(context, missing=missing):
             yield '<p class="callout warn">'
             yield escape(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'unexplained_line'), (undefined(name='r') if l_0_r is missing else l_0_r)))
             yield '</p>'
+        if context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'diagnosis_complete_line'), (undefined(name='r') if l_0_r is missing else l_0_r)):
+            pass
+            yield '<p class="diagnosis-complete"><strong>'
+            yield escape(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'diagnosis_complete_line'), (undefined(name='r') if l_0_r is missing else l_0_r)))
+            yield '</strong></p>'
         yield '<p class="small muted">A change or a known bug is named only when your head behaves exactly like it on every input we probed. It is a strong hint, not a verdict: the checks below are what count.</p>\n</section>\n'
     if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'notes'):
         pass
@@ -714,4 +719,4 @@ def root(context, missing=missing):
     yield '</footer>\n</main>\n</body>\n</html>\n'
 
 blocks = {}
-debug_info = '1=84&8=87&10=91&17=99&18=110&26=120&28=122&29=128&31=132&32=137&34=148&37=170&38=172&39=175&40=187&41=195&45=197&52=203&55=206&56=209&57=215&58=219&59=221&60=229&61=232&62=234&64=237&67=251&68=253&69=258&71=261&72=264&73=267&74=269&81=286&82=288&83=290&86=297&90=303&91=306&100=315&101=320&102=323&103=325&104=331&105=339&106=341&108=344&110=349&111=351&112=354&113=374&123=385&127=388&128=392&129=395&130=399&131=409&132=413&133=415&134=420&135=427&137=430&139=432&141=435&143=458&145=461&147=463&148=470&149=473&151=477&153=483&163=489&164=494&165=497&166=499&167=506&168=508&170=512&172=522&173=528&174=534&175=537&177=548&179=550&181=553&183=555&185=559&186=561&187=567&188=573&192=588&193=602&195=604&196=606&198=610&199=616&206=622&211=628&212=632&213=644&224=655&225=657&232=666&236=680&238=684&239=689&240=701'
+debug_info = '1=84&8=87&10=91&17=99&18=110&26=120&28=122&29=128&31=132&32=137&34=148&37=170&38=172&39=175&40=187&41=195&45=197&52=203&55=206&56=209&57=215&58=219&59=221&60=229&61=232&62=234&64=237&67=251&68=253&69=258&71=261&72=264&73=267&74=269&81=286&82=288&83=290&86=297&87=302&91=308&92=311&101=320&102=325&103=328&104=330&105=336&106=344&107=346&109=349&111=354&112=356&113=359&114=379&124=390&128=393&129=397&130=400&131=404&132=414&133=418&134=420&135=425&136=432&138=435&140=437&142=440&144=463&146=466&148=468&149=475&150=478&152=482&154=488&164=494&165=499&166=502&167=504&168=511&169=513&171=517&173=527&174=533&175=539&176=542&178=553&180=555&182=558&184=560&186=564&187=566&188=572&189=578&193=593&194=607&196=609&197=611&199=615&200=621&207=627&212=633&213=637&214=649&225=660&226=662&233=671&237=685&239=689&240=694&241=706'
