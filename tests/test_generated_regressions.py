@@ -54,12 +54,13 @@ LINES = sorted((HERE / "lines").glob("*.py"))
 def test_every_mistake_is_named_at_its_line_with_no_cause_that_is_no_mistake(
     tmp_path: Path, rubric: Rubric, pool: WorkerPool, path: Path
 ) -> None:
-    """Heads of the generated bench (seed 11, as generated, with their ground truth beside them) whose mistakes
+    """Heads of the generated bench (seeds 11 and 7, as generated, with their ground truth beside them) whose mistakes
     the diagnosis missed or pointed elsewhere: two mistakes on one line (a float32 softmax and a clamp), a mask
     leaking one key with a -1e4 fill applied before the scale, a masked_fill whose result is thrown away before
     the scale, a NumPy softmax's own steps (never departures), ``v = x`` of ``x = X[b]`` in a per-sequence helper,
     ``scale = 1.0`` made on its own line, exp without the max found on huge scores for a cause that had no line,
-    a mask applied whatever the flag where its pattern is made in ``__init__``. Each is found, at one of its
+    a mask applied whatever the flag where its pattern is made in ``__init__`` (the flag kept as ``self.causal``
+    too), or made where the flag is in reach and passed to a helper that has none. Each is found, at one of its
     lines, and no cause names a mistake the head does not have."""
     raw = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
     truths = [Truth(t["mutation"], t["family"], tuple(t["causes"]), tuple(t["lines"])) for t in raw]

@@ -649,6 +649,21 @@ _OPS["pytest"] = op_pytest
 # appended: one traced call, for pointing at the line where a head leaves the lecture (issue 28)
 
 FLAG = "causal"  # the entry point's flag (a parameter of causal_self_attention)
+def _flag_in_reach(frame: Any) -> bool:
+    """Whether ``frame``'s function can read the causal flag: a local of that name, or an attribute of its ``self``
+    (``self.causal``, set in ``__init__``; read from the instance's own ``__dict__``, no attribute hook runs)."""
+    code = frame.f_code
+    if FLAG in code.co_varnames or FLAG in code.co_freevars:
+        return True
+    if "self" not in code.co_varnames:
+        return False
+    try:
+        own = object.__getattribute__(frame.f_locals["self"], "__dict__")
+        return isinstance(own, dict) and FLAG in own
+    except Exception:
+        return False
+
+
 SLICING = frozenset({"__getitem__", "select", "unbind", "__iter__"})  # ops that take one sequence of an input
 TRACE_RECORDS = 400  # records kept per traced call; the rest are counted, not kept
 TRACE_ELEMENTS = 1 << 15  # elements of one recorded value shipped back (a probe's (B, T, T) is 98; at T = 128, 32768)
@@ -728,7 +743,7 @@ class _Trace:
         record: Header = {"op": op[:80], "file": where[0], "line": where[1], "code": where[2], "reads": reads}
         if var:
             record["var"] = var[:80]
-        if self.frame is not None and FLAG in self.frame.f_code.co_varnames + self.frame.f_code.co_freevars:
+        if self.frame is not None and _flag_in_reach(self.frame):
             record["flag"] = True  # the function computing it has the causal flag in reach (a line to consult it)
         if self.light:  # counted only (a patch names the nth value of its line)
             self.records.append(record)
