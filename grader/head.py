@@ -631,14 +631,8 @@ class Head:
         ``value``, a tensor that replaces it, or None for the op's input (pass-through). Not validated.
         ``no_grad`` False: run with autograd recording on, as a plain call is; ``values`` False: the call's
         result alone comes back, not the values recorded on the way."""
-        sent = dict(tensors)
-        specs = []
-        for k, p in enumerate(patches):
-            spec: dict[str, Any] = {key: p[key] for key in ("file", "line", "nth", "var") if key in p}
-            if p.get("value") is not None:
-                sent[f"patch:{k}"] = p["value"]
-                spec["value"] = f"patch:{k}"
-            specs.append(spec)
+        specs, sent = _patch_specs(patches)
+        sent.update(tensors)
         options = {"kwargs": {"causal": {"v": causal}}, "patches": specs, "no_grad": no_grad, "values": values}
         return self.probe(name, args, sent, seed=seed, op="intervene", **options)
 
@@ -661,13 +655,8 @@ class Head:
         each = []
         for k, (case, mine) in enumerate(zip(cases, patches, strict=True)):
             sent.update({f"{k}:{n}": t for n, t in case.tensors().items()})
-            specs = []
-            for j, p in enumerate(mine):
-                spec: dict[str, Any] = {key: p[key] for key in ("file", "line", "nth", "var") if key in p}
-                if p.get("value") is not None:
-                    sent[f"{k}:patch:{j}"] = p["value"]
-                    spec["value"] = f"patch:{j}"
-                specs.append(spec)
+            specs, values = _patch_specs(mine)
+            sent.update({f"{k}:{n}": t for n, t in values.items()})
             each.append(specs)
         options = {"kwargs": {"causal": {"v": causal}}, "patches_each": each, "no_grad": no_grad, "values": False}
         options["arrays"] = arrays
@@ -685,6 +674,19 @@ class Head:
             got = {n.split(":", 1)[1]: t for n, t in reply.tensors.items() if n.startswith(f"{k}:")}
             calls.append(self._head_call(Reply("ok", header, got), case, causal))
         return calls
+
+
+def _patch_specs(patches: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+    """The ``intervene`` op's patch specs (a site, and the name of its value's tensor: ``patch:<k>``; none for a
+    pass-through) and those tensors."""
+    specs, values = [], {}
+    for k, p in enumerate(patches):
+        spec: dict[str, Any] = {key: p[key] for key in ("file", "line", "nth", "var") if key in p}
+        if p.get("value") is not None:
+            values[f"patch:{k}"] = p["value"]
+            spec["value"] = f"patch:{k}"
+        specs.append(spec)
+    return specs, values
 
 
 class NotAttempted(MissingFunction):
