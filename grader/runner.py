@@ -23,7 +23,7 @@ from grader._notebook import cell_label
 from grader._paths import bundled
 from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.checks._base import BREACH, NOT_DEFINED, RNG_SALT, STOPPED, observed
+from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, begin, judged
 from grader.checks._exercises import stats_seed
 from grader.checks._student_tests import suite_files
 from grader.diagnosis._causes import caps
@@ -440,9 +440,6 @@ def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[Ch
 NOT_AT_LENGTH = frozenset({"interface", "reference_match", "student_tests"})
 # score_scaling's property is how the scale follows d_k != d: not observed where d_k = d.
 NOT_AT_WIDTH = frozenset({"score_scaling"})
-# Checks whose property is observed on outputs with no finite number (shapes, dtypes, purity): not
-# judged unobserved on them (grader.checks._base.observed).
-ON_ANY_VALUES = frozenset({"interface"})
 
 
 def _stopped_by_length(exam: Examination) -> list[str]:
@@ -494,19 +491,11 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
     """Run one check; whatever happens, return its verdict (``reproduce``: its rerun line, for a failure)."""
     t0 = time.perf_counter()
     mark(f"check {spec.id} begins")
-    ctx.head.rng_seed = ctx.seed(RNG_SALT)  # every call of this check draws from the same seeded state
-    ctx.head.current_check = spec.id  # a timeout is recorded against this check (grader/_hangs.py)
-    ctx.head.non_finite = None  # the smallest of its calls that returned no finite number (grader/head.py)
-    ctx.head.part_finite = None  # the smallest of its calls that returned some non-finite entries
+    begin(spec.id, ctx)
     try:
         for name in spec.needs:
             ctx.head.require(name, optional=spec.optional)
-        verdict = spec.fn(ctx)
-        if spec.id not in ON_ANY_VALUES:
-            # a check that compares bitwise judges the entries it compared (it may compare slices); another the
-            # whole of every call it made
-            part = ctx.unseen if ctx.compared else ctx.head.part_finite
-            verdict = observed(verdict, ctx.head.non_finite, ctx, part)
+        verdict = judged(spec.id, spec.fn(ctx), ctx)
     except MissingFunction as exc:
         if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
             text = exc.message[:1].upper() + exc.message[1:] + "."

@@ -23,8 +23,10 @@ from grader.oracle import Oracle
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
 
-RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with (the runner's, and
-# the diagnosis's proof, whose calls draw what the check's own calls drew)
+RNG_SALT = 0x5EED  # salt of the per-check seed the worker seeds torch, numpy and random with
+# Checks whose property is observed on outputs with no finite number (shapes, dtypes, purity): not judged
+# unobserved on them (observed).
+ON_ANY_VALUES = frozenset({"interface"})
 
 # How a verdict says the student's code stopped it (the runner and by_case write these; the diagnosis reads
 # them to group checks by cause).
@@ -262,6 +264,26 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
         heatmaps=first.heatmaps,
         fraction=n_ok / len(outcomes),
     )
+
+
+def begin(cid: str, ctx: Ctx) -> None:
+    """The head made ready for check ``cid``: every call of it draws from the same seeded state (RNG_SALT), a
+    timeout is recorded against it (grader/_hangs.py), and the calls that returned non-finite values are its own
+    (grader/head.py). The runner's checks and the diagnosis's proof (whose calls draw what the check's drew)."""
+    ctx.head.rng_seed = ctx.seed(RNG_SALT)
+    ctx.head.current_check = cid
+    ctx.head.non_finite = None  # the smallest of its calls that returned no finite number
+    ctx.head.part_finite = None  # the smallest of its calls that returned some non-finite entries
+
+
+def judged(cid: str, verdict: Verdict, ctx: Ctx) -> Verdict:
+    """Check ``cid``'s ``verdict`` as it stands (:func:`observed`): a check that compares bitwise judges the
+    entries it compared (it may compare slices), another the whole of every call it made; the ON_ANY_VALUES
+    checks judge any values."""
+    if cid in ON_ANY_VALUES:
+        return verdict
+    part = ctx.unseen if ctx.compared else ctx.head.part_finite
+    return observed(verdict, ctx.head.non_finite, ctx, part)
 
 
 def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite | None = None) -> Verdict:

@@ -493,14 +493,10 @@ def departures(
                 f"{describe(met, due, stages, tensors, causal)}. Build the mask with masked_fill or torch.where"
             )
             found.append(Departure(replace(nan, value=met.value), due, words, stages.get(due), explained, causal))
-        elif not causal and site is r and (source := _applied_mask(trace, r)) is not None and _flagged(source, r):
-            # a mask applied whatever the flag, made where the flag is in reach (and applied where it is not)
-            at = replace(r, file=source.file, line=source.line, code=source.code)
-            found.append(
-                Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
-            )
-        elif causal and (source := _mask_source(trace, r, stages)) is not None and site is r:  # (at causal=False
-            # a mask that hides anything is applied where none belongs: the line that applies it, but as above)
+        elif site is r and (source := _mask_source(trace, r, stages) if causal else _flag_site(trace, r)) is not None:
+            # the line that made the mask: its pattern at causal=True; at causal=False a mask that hides anything is
+            # applied where none belongs, so the line that applies it, unless only the line that made it has the
+            # flag in reach (_flag_site)
             at = replace(r, file=source.file, line=source.line, code=source.code)
             found.append(
                 Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
@@ -1003,6 +999,12 @@ def _applied_mask(trace: Trace, r: Record) -> Record | None:
     return _pattern_origin(trace, masks[-1], T) if masks else None
 
 
+def _flag_site(trace: Trace, r: Record) -> Record | None:
+    """Where the mask ``r``'s line applies whatever the flag was made, when the flag belongs there (``_flagged``)."""
+    source = _applied_mask(trace, r)
+    return source if source is not None and _flagged(source, r) else None
+
+
 def _flagged(source: Record, use: Record) -> bool:
     """Whether the line that made a mask (``source``), not the line that applies it (``use``), is in a function
     with the causal flag in reach: a mask applied whatever the flag is then made where the flag belongs (``mask =
@@ -1211,20 +1213,21 @@ def _dropped(trace: Trace, r: Record, good: dict[int, str], reached: int) -> Rec
     """A value matching a stage later than any ``r`` was computed from, that nothing reads (nor returns)."""
     if r.numpy:
         return None
-
-    def rank(s: str) -> int:  # the scores masked before the scale hold the mask: as far as the masked stage
-        return RANK["masked"] if s == "premasked" else RANK[s]
-
     ancestors = _ancestors(trace, r)
-    before = max((rank(good[int(a[2:])]) for a in ancestors if int(a[2:]) in good), default=-1)
+    before = max((_rank(good[int(a[2:])]) for a in ancestors if int(a[2:]) in good), default=-1)
     read = {x for q in trace.records for x in q.reads}
     for q in trace.records:
         if q.index >= r.index or q.index not in good or q.numpy:
             continue
         name = f"v:{q.index}"
-        if rank(good[q.index]) > before and name not in read and name not in trace.returned:
+        if _rank(good[q.index]) > before and name not in read and name not in trace.returned:
             return q
     return None
+
+
+def _rank(stage: str) -> int:
+    """A stage's rank, the scores masked before the scale as far as the masked stage (they hold the mask)."""
+    return RANK["masked"] if stage == "premasked" else RANK[stage]
 
 
 # ---- the words -------------------------------------------------------------------------------------

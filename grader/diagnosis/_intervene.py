@@ -62,7 +62,6 @@ from grader.diagnosis._departure import (
     Record,
     Trace,
     _ancestors,
-    _applied_mask,
     _bound,
     _clamp,
     _derived,
@@ -70,7 +69,7 @@ from grader.diagnosis._departure import (
     _dropped,
     _equal,
     _factor,
-    _flagged,
+    _flag_site,
     _float32,
     _future,
     _made_elsewhere,
@@ -78,6 +77,7 @@ from grader.diagnosis._departure import (
     _masking,
     _named_array,
     _nan_source,
+    _rank,
     _softmax_part,
     _transpose,
     _wrong_numbers,
@@ -490,7 +490,7 @@ def walk(
             # it (a softmax over the wrong axis) is one more
             if good[dropped.index] != "premasked":  # (a mask before the scale: its reader's input is no stage)
                 best = _used_instead(run, patches, trace, r, dropped, good, budget) or best
-        elif not causal and (made := _applied_mask(trace, r)) is not None and _flagged(made, r):
+        elif not causal and (made := _flag_site(trace, r)) is not None:
             # a mask applied whatever the flag, made where the flag is in reach (a helper that has none applies it)
             dropped = made
             words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
@@ -768,11 +768,6 @@ def _pattern(trace: Trace, r: Record, value: torch.Tensor, stages: dict[str, tor
             break
         source = made[0]
     return source if (source.file, source.line) != (r.file, r.line) else None
-
-
-def _rank(stage: str) -> int:
-    """A stage's rank, the scores masked before the scale as far as the masked stage (they hold the mask)."""
-    return RANK["masked"] if stage == "premasked" else RANK[stage]
 
 
 def _used_instead(

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from grader.checks import CHECKS, Ctx
-from grader.checks._base import RNG_SALT, observed
+from grader.checks._base import begin, judged
 from grader.diagnosis._departure import probe as ordinary_probe
 from grader.diagnosis._departure import stages_of, traced
 from grader.diagnosis._intervene import PATTERN, UNSCALED, Intervention, Walk, _offered, large
@@ -291,12 +291,9 @@ def status(cid: str, head: PatchedHead, ref: Oracle, rubric: Rubric, seed: int) 
     """``cid``'s status on ``head`` ("passed", "failed", "error", "timeout"), as the runner would judge it; None
     when it is not provable (a call the patched head cannot make)."""
     ctx = Ctx(head, ref, rubric, seed, cid, source="")
-    head.rng_seed = ctx.seed(RNG_SALT)
-    head.current_check, head.non_finite, head.part_finite = cid, None, None
+    begin(cid, ctx)
     try:
-        verdict = CHECKS[cid].fn(ctx)
-        verdict = observed(verdict, head.non_finite, ctx, ctx.unseen if ctx.compared else head.part_finite)
-        return verdict.status
+        return judged(cid, CHECKS[cid].fn(ctx), ctx).status
     except Unprovable:
         return None
     except StudentFailure as exc:

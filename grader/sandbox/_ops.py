@@ -649,6 +649,8 @@ _OPS["pytest"] = op_pytest
 # appended: one traced call, for pointing at the line where a head leaves the lecture (issue 28)
 
 FLAG = "causal"  # the entry point's flag (a parameter of causal_self_attention)
+
+
 def _flag_in_reach(frame: Any) -> bool:
     """Whether ``frame``'s function can read the causal flag: a local of that name, or an attribute of its ``self``
     (``self.causal``, set in ``__init__``; read from the instance's own ``__dict__``, no attribute hook runs)."""
@@ -743,14 +745,14 @@ class _Trace:
         record: Header = {"op": op[:80], "file": where[0], "line": where[1], "code": where[2], "reads": reads}
         if var:
             record["var"] = var[:80]
-        if self.frame is not None and _flag_in_reach(self.frame):
-            record["flag"] = True  # the function computing it has the causal flag in reach (a line to consult it)
         if self.light:  # counted only (a patch names the nth value of its line)
             self.records.append(record)
             if isinstance(value, torch.Tensor):
                 self.keep.append(value)
                 self.by_id[id(value)] = name
             return
+        if self.frame is not None and _flag_in_reach(self.frame):
+            record["flag"] = True  # the function computing it has the causal flag in reach (a line to consult it)
         try:  # what a line reads is a note beside the record: a failure to read it must not reach the head
             defs = self.defs(where)
         except Exception:
@@ -902,27 +904,16 @@ def _torch_recorder(trace: _Trace) -> Any:
             where = trace.site()
             if where is None:
                 return result
-            if trace.light:  # counted only: a patch names the nth value recorded at its line
-                first = args[0] if args else None
-                if isinstance(result, torch.Tensor) and result is not first:
-                    trace.add(name, where, result, [])
-                elif isinstance(first, torch.Tensor) and (result is None or result is first):
-                    trace.add(name, where, first, [])
-                elif isinstance(result, (tuple, list)):
-                    for item in result:
-                        if isinstance(item, torch.Tensor):
-                            trace.add(name, where, item, [])
-                return result
-            leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+            # a light trace counts the values only (a patch names the nth value recorded at its line): no reads
+            leaves = [] if trace.light else [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
             reads = [s for s in (trace.source(x) for x in leaves) if s is not None]
-            if isinstance(result, torch.Tensor) and result is not (args[0] if args else None):
+            first = args[0] if args else None
+            if isinstance(result, torch.Tensor) and result is not first:
                 trace.add(name, where, result, reads)
-            elif (
-                leaves and isinstance(args[0] if args else None, torch.Tensor) and (result is None or result is args[0])
-            ):
-                if str(trace.source(args[0])).startswith("in:") and "inplace" not in trace.left:
+            elif isinstance(first, torch.Tensor) and (result is None or result is first):
+                if str(trace.source(first)).startswith("in:") and "inplace" not in trace.left:
                     trace.left["inplace"] = {"file": where[0], "line": where[1], "code": where[2]}  # an input written
-                trace.add(name, where, args[0], reads)  # in place (masked_fill_, +=, x[...] = ...): its new value
+                trace.add(name, where, first, reads)  # in place (masked_fill_, +=, x[...] = ...): its new value
             elif isinstance(result, (tuple, list)):
                 for item in result:
                     if isinstance(item, torch.Tensor):
@@ -948,8 +939,9 @@ def _array_tracer(trace: _Trace) -> Any:
         return {k: v for k, v in frame.f_locals.items() if isinstance(v, np.ndarray) and v.dtype.kind in "fcbiu"}
 
     def input_of(v: Any) -> str | None:
-        """The input ``v`` is (``in:X``), or one sequence of it taken by indexing on another line (``X[b]``,
-        passed to a per-sequence helper: its ``x`` is the input as far as that helper goes), as (name, line)."""
+        """The input ``v`` is (``in:X``), or one sequence of it taken by indexing (``X[b]``, passed to a
+        per-sequence helper: its ``x`` is the input as far as that helper goes), with where it was taken
+        (``in:X@file:line``); None for any other value."""
         name = trace.by_id.get(id(v), "")
         if name.startswith("in:"):
             return name
