@@ -8,8 +8,10 @@ zygote's own sweep uses ``kill(-1)`` from a forked helper; the grader never fork
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterable
 
@@ -35,6 +37,10 @@ def kill_procs(procs: Iterable[psutil.Process]) -> int:
 def processes_of(uids: Iterable[int] = (), token: str | None = None) -> list[psutil.Process]:
     """Live processes owned (real, effective or saved uid) by ``uids``, or carrying ``token`` in their env."""
     wanted = set(uids)
+    if token is None:
+        listed = _owned(wanted)
+        if listed is not None:
+            return listed
     found = []
     for p in psutil.process_iter(["uids", "status"]):
         if p.pid == os.getpid() or p.info["status"] == psutil.STATUS_ZOMBIE:
@@ -44,6 +50,53 @@ def processes_of(uids: Iterable[int] = (), token: str | None = None) -> list[psu
         if owned or (token is not None and _has_token(p, token)):
             found.append(p)
     return found
+
+
+def _owned(wanted: set[int]) -> list[psutil.Process] | None:
+    """:func:`processes_of` by uid alone, from one pass over ``/proc`` (None where there is none: psutil's
+    listing then). psutil makes an object of every process and reads its stat and status files through its own
+    layers (about 80 us a process: 6 ms a sweep of 74 processes, several sweeps a grade, more on a desktop);
+    this reads each status file once and makes objects of the owned ones only, whose uids psutil then reads
+    again, so that a pid reused between the pass and the object is never taken for a sandbox process."""
+    if not wanted:
+        return []
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    me, found = os.getpid(), []
+    for name in names:
+        if not name.isdigit() or int(name) == me or not wanted & _status_uids(name):
+            continue
+        with contextlib.suppress(psutil.Error):  # exited since the pass
+            p = psutil.Process(int(name))
+            ids = p.uids()
+            if wanted & {ids.real, ids.effective, ids.saved} and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+    return found
+
+
+def _status_uids(pid: str) -> set[int]:
+    """The real, effective and saved uids on ``/proc/<pid>/status``'s Uid line; none for a zombie or a process
+    gone since the listing."""
+    try:
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+        try:
+            data = os.read(fd, 2048)  # the Uid line comes within the first few hundred bytes
+        finally:
+            os.close(fd)
+    except OSError:
+        return set()
+    state = data.find(b"\nState:\t")
+    if state >= 0 and data[state + 8 : state + 9] == b"Z":
+        return set()
+    at = data.find(b"\nUid:\t")
+    if at < 0:
+        return set()
+    fields = data[at + 6 : data.find(b"\n", at + 1)].split()
+    return {int(f) for f in fields[:3] if f.isdigit()}
 
 
 def _has_token(p: psutil.Process, token: str) -> bool:

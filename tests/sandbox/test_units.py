@@ -313,3 +313,46 @@ def test_uid_leases_are_exclusive() -> None:
     assert c.uid == min(a.uid, b.uid)
     c.release()
     assert IS_ROOT
+
+
+@needs_root
+def test_the_uid_sweep_finds_what_psutil_finds_and_no_zombie() -> None:
+    """The sweep's pass over /proc (grader/sandbox/_reaper.py) sees the processes of a uid as psutil's listing
+    does, a zombie excepted, and kill_leftovers leaves none behind."""
+    import subprocess
+    import time
+
+    import psutil
+
+    from grader.sandbox._reaper import kill_leftovers, processes_of
+
+    lease = lease_uid(64500)
+    running = subprocess.Popen(["sleep", "30"], user=lease.uid)
+    dead = subprocess.Popen(["true"], user=lease.uid)
+    try:
+        while psutil.Process(dead.pid).status() != psutil.STATUS_ZOMBIE:  # exited, not reaped: a zombie
+            time.sleep(0.01)
+        assert [p.pid for p in processes_of([lease.uid])] == [running.pid]
+        mine = {os.getuid()}
+
+        def by_psutil() -> set[int]:
+            return {
+                p.pid
+                for p in psutil.process_iter(["uids", "status"])
+                if p.pid != os.getpid()
+                and p.info["status"] != psutil.STATUS_ZOMBIE
+                and mine & {p.info["uids"].real, p.info["uids"].effective, p.info["uids"].saved}
+            }
+
+        before = by_psutil()
+        swept = {p.pid for p in processes_of(mine)}
+        after = by_psutil()  # other processes come and go meanwhile: those alive throughout are in all three
+        assert before & after <= swept <= before | after
+        assert running.pid not in swept and dead.pid not in swept
+        assert kill_leftovers([lease.uid]) == 1
+        assert running.wait(5) == -9 and processes_of([lease.uid]) == []
+    finally:
+        for proc in (running, dead):
+            proc.kill()
+            proc.wait()
+        lease.release()
