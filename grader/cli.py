@@ -123,16 +123,25 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 def _grade(args: argparse.Namespace) -> int:
     from grader._timeline import mark
-    from grader.sandbox._pool import WorkerPool
-
-    mark("arguments read")
+    from grader.sandbox._early import start_early
 
     # Two slots: the head's, and one for the student's own tests. The head's zygote starts first of all,
-    # so its torch import overlaps everything this process imports (pydantic, rich, the checks, torch).
-    uid_base = _uid_base(args.rubric)
-    # One grade keeps no standby behind its worker (Windows: see grader/sandbox/_winslot.py); a watch grades again.
-    with WorkerPool(2, uid_base=uid_base, lazy=True, spares=args.watch) as pool:
-        pool.prestart(1, tests=args.watch)  # a watch's grades take the two slots in turn
+    # before the pool's own imports, so its torch import overlaps everything this process imports (the pool,
+    # pydantic, rich, the checks, torch). A watch's grades take the two slots in turn.
+    started = start_early(tests=args.watch)
+    mark("arguments read")
+    try:
+        from grader.sandbox._pool import WorkerPool
+
+        uid_base = _uid_base(args.rubric)
+        # One grade keeps no standby behind its worker (Windows: grader/sandbox/_winslot.py); a watch grades again.
+        pool = WorkerPool(2, uid_base=uid_base, lazy=True, spares=args.watch)
+    except BaseException:
+        if started is not None:
+            started.discard()
+        raise
+    with pool:
+        pool.prestart(1, tests=args.watch, started=started)
         mark("worker started")
         from grader.rubric import RubricError, load_rubric
         from grader.submission import SubmissionError

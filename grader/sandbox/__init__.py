@@ -14,12 +14,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from grader.sandbox._early import fork_supported
     from grader.sandbox._limits import SandboxLimits
     from grader.sandbox._output import CapturedOutput
     from grader.sandbox._pool import WorkerPool
     from grader.sandbox._reaper import kill_leftovers
     from grader.sandbox._sandbox import Reply, Sandbox, Status
-    from grader.sandbox._slots import SlotError, fork_supported
+    from grader.sandbox._slots import SlotError
 
 # Exports resolve on first use, so that the limits and the pool can be imported (and a zygote started)
 # before anything here imports torch: the grader's own torch import then overlaps the zygote's.
@@ -31,7 +32,7 @@ _EXPORTS = {
     "SlotError": "_slots",
     "Status": "_sandbox",
     "WorkerPool": "_pool",
-    "fork_supported": "_slots",
+    "fork_supported": "_early",
     "kill_leftovers": "_reaper",
 }
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from types import TracebackType
 
 from grader._timeline import mark
-from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, fork_supported, windows
+from grader.sandbox._early import Started, fork_supported
+from grader.sandbox._slots import Slot, SpawnSlot, ZygoteSlot, windows
 from grader.sandbox._uids import DEFAULT_UID_BASE, lease_uid
 
 
@@ -76,18 +77,25 @@ class WorkerPool:
             self.close()
             raise
 
-    def prestart(self, n: int = 1, *, tests: bool = True) -> None:
+    def prestart(self, n: int = 1, *, tests: bool = True, started: Started | None = None) -> None:
         """Start the zygotes of the first ``n`` slots now (for a lazy pool): their torch import then
         overlaps whatever the grader does next. ``tests=False``: their workers will not run a student's
         tests (a single grade's head holds its slot throughout; the tests take another), so they skip
-        importing pytest, ~0.3 s of CPU while the grader itself is still starting."""
+        importing pytest, ~0.3 s of CPU while the grader itself is still starting. ``started``: a zygote
+        started before the pool existed (``grader/sandbox/_early.py``), the first slot's; stopped if no
+        slot takes it."""
         for slot in self._slots[:n]:
             if isinstance(slot, ZygoteSlot) and slot._proc is None:
                 slot.tests = tests
-                slot.start()
+                ahead = started if started is not None and started.tests == tests else None
+                slot.start(ahead)
+                if ahead is not None:
+                    started = None
             elif self.mode == "standby" and getattr(slot, "_standby", True) is None:
                 slot.tests = tests  # type: ignore[attr-defined]
                 slot.start()  # type: ignore[attr-defined]
+        if started is not None:
+            started.discard()
 
     def prestart_spare(self, *, tests: bool = True) -> None:
         """Start the zygote of the first slot not started yet (a lazy pool), for work that comes later in the

@@ -20,17 +20,14 @@ import sys
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
 
-from grader._timeline import helper_env
+from grader.sandbox._early import ENTRY, Started, clean_env, start_zygote
 from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, processes_of
 from grader.sandbox._uids import UidLease
-from grader.sandbox._zygote import NO_TESTS
 
-ENTRY = Path(__file__).with_name("_zygote.py")
 STARTUP_S = 180.0  # importing torch on a loaded half-vCPU container; not charged to the student
 CONTROL_S = 30.0
 
@@ -42,25 +39,6 @@ class SlotError(RuntimeError):
 def windows() -> bool:
     """Windows: workers are spawned ahead in Job Objects (grader/sandbox/_winslot.py)."""
     return sys.platform == "win32"
-
-
-def fork_supported() -> bool:
-    """Fork from a warm zygote only where that is safe: Linux, unless STEP4_NO_FORK=1."""
-    return sys.platform.startswith("linux") and os.environ.get("STEP4_NO_FORK", "") != "1"
-
-
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of helper processes: none of the grader's variables (tokens, paths) leak."""
-    env = {
-        "PATH": os.defpath,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        # OpenMP/BLAS pools must not exist before a fork (research/sandbox.md section 4)
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-    }
-    return {**env, **(extra or {})}
 
 
 @dataclass
@@ -223,21 +201,12 @@ class ZygoteSlot:
         if self.eager:
             self.start()
 
-    def start(self) -> None:
-        """Start the zygote without waiting for it (torch imports in parallel across slots)."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        flags = [] if self.tests else [NO_TESTS]
-        with theirs:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", str(ENTRY), "--zygote", str(theirs.fileno()), *flags],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                env=clean_env(helper_env()),
-                cwd="/",
-                start_new_session=True,  # a Ctrl-C aimed at the grader must not kill it mid-sweep
-            )
-        self._ctl = ours
+    def start(self, started: Started | None = None) -> None:
+        """Start the zygote without waiting for it (torch imports in parallel across slots), or adopt one
+        ``started`` ahead (``grade`` starts its first before importing the pool: ``grader/sandbox/_early.py``)."""
+        started = started or start_zygote(tests=self.tests)
+        self.tests = started.tests
+        self._proc, self._ctl = started.proc, started.ctl
         self._info = {}
         self._exit_sent = False
 

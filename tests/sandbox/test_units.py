@@ -356,3 +356,24 @@ def test_the_uid_sweep_finds_what_psutil_finds_and_no_zombie() -> None:
             proc.kill()
             proc.wait()
         lease.release()
+
+
+@pytest.mark.skipif(not grader.sandbox.fork_supported(), reason="a zygote forks workers on Linux only")
+def test_a_zygote_started_ahead_is_adopted_or_stopped() -> None:
+    """`grade` starts its first zygote before importing the pool (grader/sandbox/_early.py): the pool's first
+    slot adopts it when it is of the kind asked for, and stops it otherwise; closing the pool ends it."""
+    from grader.sandbox._early import start_early
+
+    ahead = start_early(tests=False)
+    assert ahead is not None
+    with grader.sandbox.WorkerPool(1, lazy=True) as pool:
+        pool.prestart(1, tests=False, started=ahead)
+        assert pool._slots[0]._proc is ahead.proc  # type: ignore[union-attr]
+    assert ahead.proc.poll() is not None
+
+    other = start_early(tests=False)
+    assert other is not None
+    with grader.sandbox.WorkerPool(1, lazy=True) as pool:
+        pool.prestart(1, tests=True, started=other)  # a zygote whose workers may run tests was asked for
+        assert other.proc.poll() is not None and other.ctl.fileno() == -1
+        assert pool._slots[0]._proc is not None and pool._slots[0]._proc is not other.proc  # type: ignore[union-attr]
