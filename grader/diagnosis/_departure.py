@@ -523,6 +523,10 @@ def departures(
                 use = viewed or r
                 words += f"; `{made.var}` = {made.value:.6g} is set here and used at line {use.line}: `{use.code}`"
                 at = replace(r, file=made.file, line=made.line, code=made.code)
+            elif (thrown := _thrown_away(trace, r)) is not None:  # the line meant to change an array binds nothing
+                words += f"; this line computes from `{thrown.var}` and binds nothing, and line {r.line} reads "
+                words += f"`{thrown.var}` as it was: `{r.code}` (assign the result where it is meant to change it)"
+                at = replace(r, file=thrown.file, line=thrown.line, code=thrown.code)
             found.append(Departure(at, due, words, stages.get(due), explained, causal))
         if nxt is None:
             break
@@ -608,8 +612,10 @@ def _operand_site(trace: Trace, tensors: dict[str, torch.Tensor], role: str, sou
     if by[name].reads == (wanted,) and (bound := _bound(trace, p, wanted, role == "Q")) is not None:
         return bound  # one sequence of the input, bound to the operand's name (``v = x`` of ``x = X[b]``)
     if by[name].numpy:  # an array named for the operand (``v = x``), or the input's own array read there
-        own = by[name]
-        converted = any(x.line == own.line and x.file == own.file and wanted in x.reads for x in trace.records)
+        own = by[name]  # the input's own array is X converted on its line; ``k = x @ W_Q.numpy()`` converts W_Q
+        converted = source == "X" and any(
+            x.line == own.line and x.file == own.file and wanted in x.reads for x in trace.records
+        )
         return where_of(p if converted else own)
     chain = [by[a] for a in (_ancestors(trace, by[name]) | {name}) if a in by]
     reading = sorted((x for x in chain if wanted in x.reads), key=lambda x: x.index)
@@ -660,6 +666,37 @@ def _numpy_reads(trace: Trace) -> Trace:
             latest[r.var] = f"v:{r.index}"
         since = pos + 1
     return replace(trace, records=records)
+
+
+def _thrown_away(trace: Trace, r: Record) -> Record | None:
+    """In a NumPy head (the tracer sees arrays only as the locals they are bound to): a statement on a line of its
+    own that calls something with an array ``r`` reads and binds nothing (``np.where(future, -np.inf, s)``),
+    between the line that bound that array and ``r``'s: the line whose result was meant to change it. Its
+    ``var`` is the array's name."""
+    if not r.numpy:
+        return None
+    full = _numpy_reads(trace)
+    by = {f"v:{x.index}": x for x in full.records}
+    mine = next((x for x in full.records if x.index == r.index), r)
+    lines = trace.context.get(r.file, {})
+    for name in mine.reads:
+        src = by.get(name)
+        if src is None or not src.numpy or src.file != r.file or not src.var or src.line >= r.line:
+            continue
+        for n in range(src.line + 1, r.line):
+            text = lines.get(n, "").split("#", 1)[0].strip()
+            try:
+                body = ast.parse(text).body if text else []
+            except SyntaxError:  # a line of a statement written over several
+                continue
+            call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
+            if (
+                isinstance(call, ast.Call)
+                and not (isinstance(call.func, ast.Name) and call.func.id in ("print", "breakpoint"))
+                and src.var in {x.id for x in ast.walk(call) if isinstance(x, ast.Name)}
+            ):
+                return replace(r, line=n, code=lines[n].strip(), var=src.var)
+    return None
 
 
 def _bound(trace: Trace, r: Record, name: str, first: bool) -> dict[str, Any] | None:
