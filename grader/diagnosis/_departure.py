@@ -603,7 +603,7 @@ def _operand_site(trace: Trace, tensors: dict[str, torch.Tensor], role: str, sou
     trace = _numpy_reads(trace)
     found = _product(trace, tensors, role, source)
     if found is None:
-        return _named_array(trace, tensors, source)
+        return _named_array(trace, tensors, source, role)
     p, name = found
     wanted = "in:X" if source == "X" else f"in:{source}"
     if name.startswith("in:"):
@@ -624,10 +624,12 @@ def _operand_site(trace: Trace, tensors: dict[str, torch.Tensor], role: str, sou
     return _bound(trace, reading[0], wanted, role == "Q") or where_of(reading[0])
 
 
-def _named_array(trace: Trace, tensors: dict[str, torch.Tensor], source: str) -> dict[str, Any] | None:
+def _named_array(trace: Trace, tensors: dict[str, torch.Tensor], source: str, role: str = "V") -> dict[str, Any] | None:
     """A NumPy head's array bound to ``source``'s value (X, or X W_Q) under another name than the one its
     conversion from torch gave it (``v = x``), when no recorded product says which operand it became (``return
-    torch.from_numpy(weights @ v)`` binds no array): the last such line."""
+    torch.from_numpy(weights @ v)`` binds no array): the last such line. A projection's array (``k = x @
+    W_Q.numpy()``, its product scaled wrongly besides) is its own line; of two such arrays read on one line (``q
+    @ k.T``), the first in its code is the queries', the last the keys'."""
     X = tensors["X"]
     wrong = X if source == "X" else X @ tensors[source]
     wanted = "in:X" if source == "X" else f"in:{source}"
@@ -638,8 +640,18 @@ def _named_array(trace: Trace, tensors: dict[str, torch.Tensor], source: str) ->
         and r.value is not None
         and r.value.shape == wrong.shape
         and _equal(r.value, wrong)
-        and not any(x.line == r.line and x.file == r.file and wanted in x.reads for x in trace.records)
+        and (
+            source != "X" or not any(x.line == r.line and x.file == r.file and wanted in x.reads for x in trace.records)
+        )
     ]
+    if len(named) > 1 and source != "X":
+        ids = {f"v:{r.index}": r for r in named}
+        for x in trace.records:
+            both = [ids[n] for n in x.reads if n in ids]
+            if len(both) > 1 and all(r.var for r in both):
+                words = re.findall(r"\w+", x.code)
+                ranked = sorted(both, key=lambda r: words.index(r.var) if r.var in words else len(words))
+                return where_of(ranked[0] if role == "Q" else ranked[-1])
     return where_of(named[-1]) if named else None
 
 

@@ -22,12 +22,15 @@ from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import (
     NAMES,
     PROBE_T,
+    SUBSTITUTED,
+    SUBSTITUTIONS,
     TITLES,
     Departure,
     Trace,
     _dropout,
     _equal,
     _float32,
+    _operand_site,
     follow,
     probe,
     stages_of,
@@ -108,7 +111,7 @@ def point(
             out[same] = c if c.where is not None else _with(c, dep)
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
         out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed, walked or Walked())
-    return _returning_lines(once, out)
+    return _operand_lines(once, _returning_lines(once, out), probe(length, square))
 
 
 def _intervened(
@@ -447,6 +450,30 @@ def _returning_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
         return causes
     where = SourceLine(file=at["file"], line=at["line"], code=at["code"], context=trace.context.get(at["file"], {}))
     return [c.model_copy(update={"where": where}) if c.id in RETURNED_ONLY and c.where is None else c for c in causes]
+
+
+def _operand_lines(once: Traced, causes: list[Diagnosis], tensors: dict[str, torch.Tensor]) -> list[Diagnosis]:
+    """A projection left out or swapped that nothing else placed (the walk patched the scores it made as a whole,
+    with another mistake on the same line: ``k = x @ W_Q`` behind a wrong scale), at the line where its operand
+    took the wrong input, found on the traced call as the departure's own words would have found it."""
+    if not any(c.id in SUBSTITUTED and c.where is None for c in causes):
+        return causes
+    trace = once()
+    if trace is None:
+        return causes
+    out = []
+    for c in causes:
+        site = _operand_site(trace, tensors, *SUBSTITUTIONS[SUBSTITUTED[c.id]]) if c.id in SUBSTITUTED else None
+        if c.where is None and site is not None:
+            where = SourceLine(
+                file=str(site["file"]),
+                line=int(site["line"]),
+                code=str(site["code"]),
+                context=trace.context.get(str(site["file"]), {}),
+            )
+            c = c.model_copy(update={"where": where})
+        out.append(c)
+    return out
 
 
 _IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")
