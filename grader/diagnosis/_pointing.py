@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 import torch
 
@@ -404,13 +405,21 @@ def _left_torch(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     ``.detach()``) in one traced call."""
     if not any(_leaving(c) and c.where is None for c in causes):
         return causes
+    return _sited(once, causes, lambda c, trace: next((trace.left[k] for k in _leaving(c) if k in trace.left), None))
+
+
+def _sited(
+    once: Traced, causes: list[Diagnosis], site_of: Callable[[Diagnosis, Trace], dict[str, Any] | None]
+) -> list[Diagnosis]:
+    """``causes``, each one without a line given the site (file, line, code) ``site_of`` finds for it on one
+    traced call, with the lines around it."""
     trace = once()
     if trace is None:
         return causes
     out = []
     for c in causes:
-        site = next((trace.left[k] for k in _leaving(c) if k in trace.left), None)
-        if site is not None and c.where is None:
+        site = site_of(c, trace) if c.where is None else None
+        if site is not None:
             context = trace.context.get(str(site["file"]), {})
             where = SourceLine(file=str(site["file"]), line=int(site["line"]), code=str(site["code"]), context=context)
             c = c.model_copy(update={"where": where})
@@ -458,22 +467,11 @@ def _operand_lines(once: Traced, causes: list[Diagnosis], tensors: dict[str, tor
     took the wrong input, found on the traced call as the departure's own words would have found it."""
     if not any(c.id in SUBSTITUTED and c.where is None for c in causes):
         return causes
-    trace = once()
-    if trace is None:
-        return causes
-    out = []
-    for c in causes:
-        site = _operand_site(trace, tensors, *SUBSTITUTIONS[SUBSTITUTED[c.id]]) if c.id in SUBSTITUTED else None
-        if c.where is None and site is not None:
-            where = SourceLine(
-                file=str(site["file"]),
-                line=int(site["line"]),
-                code=str(site["code"]),
-                context=trace.context.get(str(site["file"]), {}),
-            )
-            c = c.model_copy(update={"where": where})
-        out.append(c)
-    return out
+
+    def site_of(c: Diagnosis, trace: Trace) -> dict[str, Any] | None:
+        return _operand_site(trace, tensors, *SUBSTITUTIONS[SUBSTITUTED[c.id]]) if c.id in SUBSTITUTED else None
+
+    return _sited(once, causes, site_of)
 
 
 _IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")

@@ -60,15 +60,12 @@ def _owned(wanted: set[int]) -> list[psutil.Process] | None:
     again, so that a pid reused between the pass and the object is never taken for a sandbox process."""
     if not wanted:
         return []
-    if not sys.platform.startswith("linux"):
+    pids = proc_pids()
+    if pids is None:
         return None
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    me, found = os.getpid(), []
-    for name in names:
-        if not name.isdigit() or int(name) == me or not wanted & _status_uids(name):
+    me, found = str(os.getpid()), []
+    for name in pids:
+        if name == me or not wanted & _status_uids(name):
             continue
         with contextlib.suppress(psutil.Error):  # exited since the pass
             p = psutil.Process(int(name))
@@ -81,13 +78,8 @@ def _owned(wanted: set[int]) -> list[psutil.Process] | None:
 def _status_uids(pid: str) -> set[int]:
     """The real, effective and saved uids on ``/proc/<pid>/status``'s Uid line; none for a zombie or a process
     gone since the listing."""
-    try:
-        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
-        try:
-            data = os.read(fd, 2048)  # the Uid line comes within the first few hundred bytes
-        finally:
-            os.close(fd)
-    except OSError:
+    data = proc_file(pid, "status", 2048)  # the Uid line comes within the first few hundred bytes
+    if data is None:
         return set()
     state = data.find(b"\nState:\t")
     if state >= 0 and data[state + 8 : state + 9] == b"Z":
@@ -97,6 +89,29 @@ def _status_uids(pid: str) -> set[int]:
         return set()
     fields = data[at + 6 : data.find(b"\n", at + 1)].split()
     return {int(f) for f in fields[:3] if f.isdigit()}
+
+
+def proc_pids() -> list[str] | None:
+    """The pids listed in ``/proc`` (as its entries name them), or None where there is no ``/proc`` (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+
+
+def proc_file(pid: str, name: str, size: int) -> bytes | None:
+    """The first ``size`` bytes of ``/proc/<pid>/<name>`` in two system calls (not psutil's layers), or None once the
+    process is gone."""
+    try:
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+        try:
+            return os.read(fd, size)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
 
 
 def _has_token(p: psutil.Process, token: str) -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import psutil
 
 from grader.sandbox._early import ENTRY, Started, clean_env, start_zygote
-from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, processes_of
+from grader.sandbox._reaper import TOKEN_VAR, kill_leftovers, kill_procs, proc_file, proc_pids, processes_of
 from grader.sandbox._uids import UidLease
 
 STARTUP_S = 180.0  # importing torch on a loaded half-vCPU container; not charged to the student
@@ -137,23 +137,13 @@ def _descendants(root: psutil.Process, exclude: Collection[int] = ()) -> list[ps
 
 def _parents() -> dict[int, int] | None:
     """Every process's parent pid, from ``/proc/<pid>/stat`` (None where there is no ``/proc``)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        names = os.listdir("/proc")
-    except OSError:
+    names = proc_pids()
+    if names is None:
         return None
     parents = {}
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
-            try:
-                data = os.read(fd, 512)  # "pid (comm) state ppid ...": comm is at most 64 bytes
-            finally:
-                os.close(fd)
-        except OSError:  # exited since the listing
+        data = proc_file(name, "stat", 512)  # "pid (comm) state ppid ...": comm is at most 64 bytes
+        if data is None:  # exited since the listing
             continue
         fields = data[data.rfind(b")") + 2 :].split(None, 2)  # comm may hold spaces and parentheses
         if len(fields) >= 2 and fields[1].isdigit():
