@@ -60,7 +60,10 @@ def test_every_mistake_is_named_at_its_line_with_no_cause_that_is_no_mistake(
     the scale, a NumPy softmax's own steps (never departures), ``v = x`` of ``x = X[b]`` in a per-sequence helper,
     ``scale = 1.0`` made on its own line, exp without the max found on huge scores for a cause that had no line,
     a mask applied whatever the flag where its pattern is made in ``__init__`` (the flag kept as ``self.causal``
-    too), or made where the flag is in reach and passed to a helper that has none. Each is found, at one of its
+    too), or made where the flag is in reach and passed to a helper that has none; of the held-out 5,000 (seeds
+    101-105): NumPy keys made with W_Q, a NumPy np.where thrown away, a masked_fill thrown away before a wrong
+    scale (the scale's line, not the scores'), a scale missing altogether where a mask on a branch (a padding mask,
+    ``if causal:``) comes after the scores (the product's line). Each is found, at one of its
     lines, and no cause names a mistake the head does not have."""
     raw = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
     truths = [Truth(t["mutation"], t["family"], tuple(t["causes"]), tuple(t["lines"])) for t in raw]

@@ -487,9 +487,8 @@ def walk(
             words = f"{NAMES[good[dropped.index]]} computed here is never used: nothing after it reads the result"
             context = trace.context.get(dropped.file, {})
             # patched as the edit would: the value read in its place becomes it, so a mistake of the op that reads
-            # it (a softmax over the wrong axis) is one more
-            if good[dropped.index] != "premasked":  # (a mask before the scale: its reader's input is no stage)
-                best = _used_instead(run, patches, trace, r, dropped, good, budget) or best
+            # it (a softmax over the wrong axis, a wrong scale after a mask thrown away) is one more
+            best = _used_instead(run, patches, trace, r, dropped, good, budget) or best
         elif not causal and (made := _flag_site(trace, r)) is not None:
             # a mask applied whatever the flag, made where the flag is in reach (a helper that has none applies it)
             dropped = made
@@ -937,7 +936,11 @@ def _skipped(trace: Trace, dep: _Departing, best: _Candidate, stages: dict[str, 
     scores = [k for k in made if k in dep.good and RANK[dep.good[k][0]] == dep.reached]
     if not scores:
         return None
-    x = next(q for q in trace.records if q.index == max(scores))
+    # the line that made them: the first value that is the scores themselves, not one the mask went through (the
+    # scores masked before the scale share their rank) nor a later copy (a padding mask that hides nothing, on a
+    # branch a head may not take)
+    made_here = [k for k in scores if dep.good[k][0] == "scores"]
+    x = next(q for q in trace.records if q.index == (min(made_here) if made_here else max(scores)))
     return _Departing(x, dep.reached, {k: h for k, h in dep.good.items() if k < x.index})
 
 

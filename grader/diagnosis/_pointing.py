@@ -309,7 +309,21 @@ def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: 
         mine = alone if c.kind == "known" else mine  # one known bug and one intervention: the same mistake
         symptom = c.departure is not None and c.departure.stage == "out"
         used = mine is not None and mine.site is not None and c.where is not None and c.where.line == mine.record.line
-        if mine is not None and mine.stage != "out" and (c.where is None or symptom or used):
+        # a scale the first departure and the walk say the same of (their words name it alike): where the walk
+        # patched it is the line (unscaled scores seen at a mask on a branch, where the walk patched the product).
+        # A projection keeps the first departure's line: the caller's that passed the wrong weight, not its use
+        worded = (
+            mine is not None
+            and SLOT_OF.get(c.id) == "scale"
+            and c.where is not None
+            and c.departure is not None
+            and mine.at.line != c.where.line
+            and any(
+                cid == c.id and p.search(mine.description) and p.search(c.departure.description)
+                for p, cid in NAMED_WORDS
+            )
+        )
+        if mine is not None and mine.stage != "out" and (c.where is None or symptom or used or worded):
             # at its use, the mistake is where the walk found it made: a mask's pattern, a stage never used
             shown = replace(mine.at, value=mine.value)
             c = _with(c, Departure(shown, mine.stage, mine.description, mine.expected, (), mine.causal, mine.context))
