@@ -402,6 +402,50 @@ def _unstable(module: cst.Module, style: Style) -> cst.Module | None:
     return _replace(module, node, node.left)
 
 
+def _max_exp(module: cst.Module) -> set[int]:
+    """Where the exp reads the value the max was taken from (``e = np.exp(x)`` after ``x = x``): subtracting the
+    row's max there undoes it as well as on the line the mutation emptied."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    names = {
+        n.value.value
+        for n in _find(wrapper.module, lambda n: isinstance(n, cst.Assign) and len(n.targets) == 1)
+        if isinstance(n, cst.Assign)
+        and isinstance(n.value, cst.Name)
+        and isinstance(n.targets[0].target, cst.Name)
+        and n.targets[0].target.value == n.value.value
+    }
+    calls = _find(
+        wrapper.module,
+        lambda n: (
+            _call_name(n) == "exp" and any(isinstance(a.value, cst.Name) and a.value.value in names for a in n.args)
+        ),  # type: ignore[attr-defined]
+    )
+    return {positions[c].start.line for c in calls}
+
+
+QUERYISH = re.compile(r"\b(q|Q|query|queries)\b")
+KEYISH = re.compile(r"\b(k|K|key|keys)\b")
+
+
+def _scores_made(module: cst.Module) -> set[int]:
+    """Where the scores Q K^T are made (``queries @ keys.transpose(1, 2)``, ``torch.matmul(q, k.T)``, an einsum):
+    a scale that is missing altogether belongs there as well as where the mutation took it out (the lecture scales
+    Q K^T; a mask before or after it is equivalent)."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+
+    def product(n: cst.CSTNode) -> bool:
+        made = (isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.MatrixMultiply)) or _call_name(n) in {
+            "matmul",
+            "bmm",
+            "einsum",
+        }
+        return made and bool(QUERYISH.search(_code(n))) and bool(KEYISH.search(_code(n)))
+
+    return {positions[n].start.line for n in _find(wrapper.module, product)}
+
+
 def _dropout_on(module: cst.Module, style: Style) -> cst.Module | None:
     """A dropout probability of 0.0 (an argument or a module constant named after dropout) set to 0.1."""
     parents = _parents(module)
@@ -464,7 +508,7 @@ def _weights_transposed(module: cst.Module, style: Style) -> cst.Module | None:
 MUTATIONS: dict[str, Mutation] = {
     m.id: m
     for m in (
-        Mutation("no_scaling", "scale", ("no_scaling",), "scale", _scale("none")),
+        Mutation("no_scaling", "scale", ("no_scaling",), "scale", _scale("none"), _scores_made),
         Mutation("scale_by_dk", "scale", ("scale_by_dk",), "scale", _scale("dk")),
         Mutation("scale_by_sqrt_d_model", "scale", ("scale_by_sqrt_d_model",), "scale", _scale("d_model")),
         Mutation("scale_times_sqrt_dk", "scale", ("scale_times_sqrt_dk", "departure:scaled"), "scale", _scale("times")),
@@ -490,7 +534,7 @@ MUTATIONS: dict[str, Mutation] = {
             _softmax_float32,
         ),
         Mutation("weights_clamped", "weights", ("departure:weights",), "softmax_clamp", _clamp),
-        Mutation("unstable_softmax", "stability", ("unstable_softmax",), "softmax_max", _unstable),
+        Mutation("unstable_softmax", "stability", ("unstable_softmax",), "softmax_max", _unstable, _max_exp),
         Mutation("dropout_left_on", "dropout", ("dropout_left_on",), "dropout", _dropout_on, _dropout_applied),
         Mutation("no_value_projection", "values", ("no_value_projection",), "values", _values_unprojected),
         Mutation("keys_from_query_projection", "keys", ("keys_from_query_projection",), "keys", _keys_from_wq),
