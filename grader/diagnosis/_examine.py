@@ -8,6 +8,7 @@ and points every cause at its line (``_pointing``).
 
 from __future__ import annotations
 
+import math
 import re
 import traceback
 from collections import Counter
@@ -173,6 +174,7 @@ def _examine(
         frozenset(passed), walked,
     )  # fmt: skip
     causes = run("one_choice", causes, _projection_widths, causes)
+    causes = run("non_finite", causes, _made_non_finite, causes, fitted)
     causes, proof = run("prove", (causes, None), prove, head, causes, walked, checks, ref, rubric, seed)
     return Examination(_explained(causes, failing), where, stopped, passes.error(), proof)
 
@@ -620,6 +622,23 @@ def _makes_non_finite(mutation: str, fitted: dict[str, float]) -> bool:
         if got is not None and not all(bool(torch.isfinite(t).all()) for t in got):
             return True
     return False
+
+
+def _made_non_finite(causes: list[Diagnosis], fitted: dict[str, float]) -> list[Diagnosis]:
+    """The non-finite outputs, one cause with the mistake that makes them: where the search named no maker before
+    the walk (a clamp of the weights it cannot model beside a masked diagonal), the first cause the walk named
+    whose model alone answers finite inputs with a non-finite entry takes the checks their NaN left unobserved,
+    as ``_by_maker`` gives them (one mistake, one deduction)."""
+    nan = next((c for c in causes if c.id == "non_finite_outputs"), None)
+    if nan is None:
+        return causes
+    # a row left with no key is NaN when it is filled with -inf: what the head's non-finite outputs say it was
+    seen = {"hide_fill": -math.inf, **fitted}
+    maker = next((c for c in causes if c.kind == "mutation" and _makes_non_finite(c.id, seen)), None)
+    if maker is None:
+        return causes
+    explains = sorted({*maker.explains, *nan.explains})
+    return [c.model_copy(update={"explains": explains}) if c is maker else c for c in causes if c is not nan]
 
 
 def _non_finite_runs(runs: list[Seen] | None) -> bool:

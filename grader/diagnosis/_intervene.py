@@ -58,6 +58,7 @@ from grader.diagnosis._departure import (
     PROBE_DV,
     PROBE_T,
     RANK,
+    TITLES,
     Bound,
     Record,
     Trace,
@@ -480,15 +481,22 @@ def walk(
         words = describe(seen, due, view, tensors, causal) if value is not None else f"a value where {due} is due"
         context = trace.context.get(r.file, {})
         good = {k: h[0] for k, h in dep.good.items()}
+        alike = _masked_alike(trace, good)
+        good.update(alike)
         dropped = _dropped(trace, r, good, dep.reached) if not r.numpy else None
         if dropped is not None and any(i.site is not None and i.site.index == dropped.index for i in found):
             dropped = None  # said already: this departure is another mistake of the op that should have read it
         if dropped is not None:  # the stage was computed, then never used: that line is the one to edit
             words = f"{NAMES[good[dropped.index]]} computed here is never used: nothing after it reads the result"
+            if dropped.index in alike:  # another pattern than the lecture's: said as it is
+                words = f"{TITLES[good[dropped.index]]} {ALIKE} are never used: nothing after it reads the result"
             context = trace.context.get(dropped.file, {})
             # patched as the edit would: the value read in its place becomes it, so a mistake of the op that reads
             # it (a softmax over the wrong axis, a wrong scale after a mask thrown away) is one more
-            best = _used_instead(run, patches, trace, r, dropped, good, budget) or best
+            # (not a value masked with another pattern: read in the scores' place, it is no stage the walk can
+            # go on from, and what its mask hides shows only once the line keeps its result)
+            if dropped.index not in alike:
+                best = _used_instead(run, patches, trace, r, dropped, good, budget) or best
         elif not causal and (made := _flag_site(trace, r)) is not None:
             # a mask applied whatever the flag, made where the flag is in reach (a helper that has none applies it)
             dropped = made
@@ -501,11 +509,13 @@ def walk(
             and (made := _pattern(trace, r, value, _unscaled(view) if due == "premasked" else view)) is not None
         ):
             # (at causal=False a mask that hides anything is applied where no mask belongs: its use is the line)
-            dropped = made  # the mask hides the wrong entries: the line that made its pattern
-            words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
-            context = trace.context.get(made.file, {})
-            # patched where the pattern is made, when that alone moves past the use: the use keeps its own fill,
-            # a mistake of its own that huge scores show (a diagonal hidden with -1e4: two mistakes, two lines)
+            if (made.file, made.line) != (r.file, r.line):
+                dropped = made  # the mask hides the wrong entries: the line that made its pattern
+                words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
+                context = trace.context.get(made.file, {})
+            # patched where the pattern is made (on the use's own line too: masked_fill(j > i + 1, -1e4)), when that
+            # alone moves past the use: the use keeps its own fill, a mistake of its own that huge scores show (a
+            # diagonal hidden with -1e4: two mistakes, at one line or two)
             best = _repatterned(run, patches, trace, r, made, stages, tensors, budget, passed) or best
         elif (nan := _nan_source(trace, r, _derived(trace))) is not None:  # a constant brought NaN in: its line
             dropped = nan
@@ -750,7 +760,7 @@ def _best(
 
 def _pattern(trace: Trace, r: Record, value: torch.Tensor, stages: dict[str, torch.Tensor]) -> Record | None:
     """The line that made the pattern of the mask a departing masked value (``value``, in the stages' layout) was
-    made with, when the mask is what is wrong and that line is another: from the mask applied, back through the
+    made with, when the mask is what is wrong (on that line or another): from the mask applied, back through the
     square constants it was computed from (a buffer's slice, ``== 0``, ``.bool()``) to the first one that holds the
     pattern (``torch.tril(torch.ones(T, T))`` in ``__init__``, not its ``ones``)."""
     words = _masking(value, stages["scaled"]) if "scaled" in stages and value.shape == stages["scaled"].shape else None
@@ -766,7 +776,7 @@ def _pattern(trace: Trace, r: Record, value: torch.Tensor, stages: dict[str, tor
         if len(made) != 1:
             break
         source = made[0]
-    return source if (source.file, source.line) != (r.file, r.line) else None
+    return source
 
 
 def _used_instead(
@@ -807,6 +817,32 @@ def _used_instead(
     if cand.trace is None or cand.trace.raised is not None:
         return None
     return cand
+
+
+ALIKE = "made here (masked with a pattern of their own)"
+
+
+def _masked_alike(trace: Trace, good: dict[int, str]) -> dict[int, str]:
+    """The values a mask made of the scores (before the scale) or the scaled scores with another pattern than the
+    lecture's: equal to them but where they hold one fill of -1e4 or below, each with the stage its mask makes. A
+    masked_fill thrown away with the wrong pattern too (the triangle transposed) is a stage never used, at its
+    line."""
+    by = {f"v:{x.index}": x for x in trace.records}
+    out: dict[int, str] = {}
+    for q in trace.records:
+        v = q.value
+        if q.index in good or q.numpy or v is None or not v.dtype.is_floating_point or v.dim() < 2:
+            continue
+        read = [x for n in q.reads if (x := by.get(n)) is not None and good.get(x.index) in ("scores", "scaled")]
+        if len(read) != 1 or read[0].value is None or read[0].value.shape != v.shape:
+            continue
+        moved = v != read[0].value
+        if not bool(moved.any()) or bool(moved.all()):
+            continue  # nothing hidden, or everything: no causal mask's work
+        fills = torch.unique(v[moved])
+        if fills.numel() == 1 and float(fills[0]) <= -1e4:
+            out[q.index] = "premasked" if good[read[0].index] == "scores" else "masked"
+    return out
 
 
 def _unscaled(stages: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -1035,8 +1071,13 @@ def _add(out: Walk, found: list[Intervention], large: bool = False) -> None:
     finds departs with all of them in place, so it is another mistake unless its value is one they patch (a fill
     at the line of a mask applied whatever the flag, or of a mask whose pattern was patched where it is made)."""
     if large:  # a value the patches found at that flag leave departing is another mistake, unless patched there
-        patched = {(str(p["file"]), int(p["line"])) for i in out.interventions if i.causal for p in i.patches}
-        out.interventions += [i for i in found if (i.record.file, i.record.line) not in patched]
+        # (that value itself: a fill applied on the line whose pattern was patched, masked_fill(j > i + 1, -1e4), is
+        # another value of that line)
+        def sites(i: Intervention) -> set[tuple[str, int, int]]:
+            return {(str(p["file"]), int(p["line"]), int(p.get("nth") or 0)) for p in i.patches}
+
+        patched = {site for i in out.interventions if i.causal for site in sites(i)}
+        out.interventions += [i for i in found if not sites(i) & patched]
         return
     known = {(str(p["file"]), int(p["line"])) for i in out.interventions for p in i.patches}
     # a value departing at a line whose earlier intervention was patched elsewhere (a mask's pattern, where it is

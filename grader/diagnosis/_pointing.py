@@ -37,7 +37,7 @@ from grader.diagnosis._departure import (
     stages_of,
     traced,
 )
-from grader.diagnosis._intervene import INTERVENE, Intervention, intervene, large
+from grader.diagnosis._intervene import ALIKE, INTERVENE, Intervention, intervene, large
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
@@ -85,7 +85,14 @@ def point(
             left = [d for d in left if d is not mine]  # by identity: a departure holds tensors, == is theirs
             out[k] = _with(c, mine)
     for k, c in enumerate(out):
-        if (c.kind in ("mutation", "known") or c.id in TRACED) and c.where is None and left:
+        if c.id == NON_FINITE and c.where is None:
+            # where a value first holds a non-finite entry, never the first departure whatever it is (a wrong scale
+            # before a mask that hides a whole row: the scale is a mistake of its own)
+            nan = next((d for d in left if d.record.value is not None and not _all_finite(d.record.value)), None)
+            if nan is not None:
+                left = [d for d in left if d is not nan]
+                out[k] = _with(c, nan)
+        elif (c.kind in ("mutation", "known") or c.id in TRACED) and c.where is None and left:
             out[k] = _with(c, left.pop(0))
     explained = {x for c in out for x in c.explains}
     unexplained = [c.id for c in valued if c.id not in explained]
@@ -177,6 +184,8 @@ def _intervened(
         modelled = [*named, *(c.id for c in out[len(causes) :] if c.id in SLOT_OF)]  # and those named here
         if (made is None or k is not None) and any(_made_by(i, m, _probed(i), fitted) for m in modelled):
             continue  # a named mutation's model makes this value: that mistake (unless its words name another)
+        if k is not None and (w := out[k].where) is not None and (w.file, w.line) == (i.at.file, i.at.line):
+            continue  # named already, at this very line, in these words: the same mistake
         if k is not None:
             made = None  # named already (at another line): this one stays a departure of its own
         if made is None and i.large:
@@ -243,6 +252,7 @@ INTERVENED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"^{re.escape(NAMES['masked'])} computed here is never used", "no_mask"),
         (rf"^{re.escape(NAMES['premasked'])} computed here is never used", "no_mask"),
         (rf"^{re.escape(NAMES['scaled'])} computed here is never used", "no_scaling"),
+        (rf"^the masked scores (before the scale )?{re.escape(ALIKE)} are never used", "no_mask"),
     )
 )
 SOFTMAX_FLOAT32 = (
@@ -400,7 +410,8 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
 
 # contract causes that are one decision about the values: a departure shows it (outputs with no finite number: the
 # first value that lost them, e.g. the 0 * -inf of an additive mask)
-TRACED = ("computed_in_float32", "non_finite_outputs", "scale_tensor_in_float32")
+NON_FINITE = "non_finite_outputs"
+TRACED = ("computed_in_float32", NON_FINITE, "scale_tensor_in_float32")
 LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
 
 
@@ -589,3 +600,7 @@ def _exception_of(traceback: str) -> str:
     """'NameError' from a traceback's last line 'NameError: name 'F' is not defined'."""
     last = next((ln for ln in reversed(traceback.strip().splitlines()) if ln and not ln.startswith(" ")), "")
     return last.split(":", 1)[0].strip()
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    return not t.is_floating_point() or bool(torch.isfinite(t).all())
