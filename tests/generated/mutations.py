@@ -59,7 +59,7 @@ class Generated:
 
     @property
     def contract_causes(self) -> frozenset[str]:
-        return STYLES[self.style].contract_causes
+        return STYLES[self.style].contract_causes | STYLES[self.style].contract_alike
 
 
 # -- finding nodes --------------------------------------------------------------------------------

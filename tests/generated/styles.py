@@ -28,6 +28,8 @@ class Style:
     numpy: bool = False
     # causes every head of this style carries, correct or not: a NumPy head leaves torch (its own contract cause)
     contract_causes: frozenset[str] = field(default_factory=frozenset)
+    # the style's own choice named otherwise beside a mutation: no mistake of the mutation's either
+    contract_alike: frozenset[str] = field(default_factory=frozenset)
 
 
 NANOGPT = '''\
@@ -354,6 +356,9 @@ STYLES: dict[str, Style] = {
             value_input="x",
             numpy=True,
             contract_causes=frozenset({"computed_outside_torch"}),
+            # leaving torch named as the missing graph alone, where a head's other mistake hides its other
+            # consequences (v = x of a NumPy x: out's width stops the dtype probes)
+            contract_alike=frozenset({"no_autograd_graph"}),
         ),
     )
 }
