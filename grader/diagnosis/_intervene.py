@@ -789,12 +789,15 @@ def _used_instead(
     budget: list[int],
 ) -> _Candidate | None:
     """The candidate that puts the value ``dropped`` made (a stage computed and never used) in place of the value
-    ``r`` read instead (an earlier stage of its shape: the scores a ``masked_fill`` left unassigned), on every
-    sequence; None when ``r`` reads no such value or the head then raises."""
+    read instead (an earlier stage of its shape: the scores a ``masked_fill`` left unassigned), on every sequence:
+    the very value ``dropped`` was made of, where ``r`` comes from it (the scale after a mask thrown away then
+    scales what the mask made), else one ``r`` reads; None when there is none or the head then raises."""
     by = {f"v:{x.index}": x for x in trace.records}
+    mine = _ancestors(trace, r)
+    made_of = [n for n in dropped.reads if n in mine]
     read = [
         x
-        for n in r.reads
+        for n in (made_of or r.reads)
         if (x := by.get(n)) is not None
         and x.index in good
         and _rank(good[x.index]) < _rank(good[dropped.index])
