@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from generated.judge import line_of, match
@@ -49,6 +50,18 @@ def test_weights_that_do_not_follow_the_scores_are_a_failure_not_a_grader_error(
 LINES = sorted((HERE / "lines").glob("*.py"))
 
 
+def _diagnosed(
+    path: Path, tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> tuple[list[Truth], list[dict[str, Any]]]:
+    """The ground truth kept beside a generated head (``<name>.json``), and the causes its grade names (as JSON)."""
+    raw = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    truths = [Truth(t["mutation"], t["family"], tuple(t["causes"]), tuple(t["lines"])) for t in raw]
+    shutil.copy(path, tmp_path / "attention_head.py")
+    result = grade(tmp_path, rubric, pool=pool, visuals=False, only=HEAD_CHECKS)
+    assert result.diagnosis_error is None, result.diagnosis_error
+    return truths, [c.model_dump() for c in result.diagnosis]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", LINES, ids=[p.stem for p in LINES])
 def test_every_mistake_is_named_at_its_line_with_no_cause_that_is_no_mistake(
@@ -65,12 +78,7 @@ def test_every_mistake_is_named_at_its_line_with_no_cause_that_is_no_mistake(
     scale (the scale's line, not the scores'), a scale missing altogether where a mask on a branch (a padding mask,
     ``if causal:``) comes after the scores (the product's line). Each is found, at one of its
     lines, and no cause names a mistake the head does not have."""
-    raw = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-    truths = [Truth(t["mutation"], t["family"], tuple(t["causes"]), tuple(t["lines"])) for t in raw]
-    shutil.copy(path, tmp_path / "attention_head.py")
-    result = grade(tmp_path, rubric, pool=pool, visuals=False, only=HEAD_CHECKS)
-    assert result.diagnosis_error is None, result.diagnosis_error
-    causes = [c.model_dump() for c in result.diagnosis]
+    truths, causes = _diagnosed(path, tmp_path, rubric, pool)
     for t in truths:
         mine = [c for c in causes if match(t, c)]
         assert mine, (t, [(c["id"], line_of(c)) for c in causes])
@@ -93,12 +101,7 @@ def test_each_mistake_is_one_cause_and_no_symptom_is_another(
     line with it; the same masked diagonal said again as a departure at its own line; a mask's pattern and its
     -1e4 fill on one line (masked_fill(j > i + 1, -1e4)) patched as one, the fill never found. Every cause here
     is one of the head's mistakes, each at one of its lines."""
-    raw = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-    truths = [Truth(t["mutation"], t["family"], tuple(t["causes"]), tuple(t["lines"])) for t in raw]
-    shutil.copy(path, tmp_path / "attention_head.py")
-    result = grade(tmp_path, rubric, pool=pool, visuals=False, only=HEAD_CHECKS)
-    assert result.diagnosis_error is None, result.diagnosis_error
-    causes = [c.model_dump() for c in result.diagnosis]
+    truths, causes = _diagnosed(path, tmp_path, rubric, pool)
     for t in truths:
         assert any(match(t, c) and line_of(c) in t.lines for c in causes), (t, [(c["id"], line_of(c)) for c in causes])
     others = [(c["id"], line_of(c)) for c in causes if not any(match(t, c) for t in truths)]
