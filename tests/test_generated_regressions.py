@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from generated.judge import line_of, match
-from generated.mutations import Truth, families
+from generated.mutations import Truth, families, mutate
 
 from grader.checks import CHECKS
 from grader.rubric import Rubric
@@ -125,3 +125,22 @@ def test_a_mask_thrown_away_with_a_pattern_of_its_own_is_named_at_its_line(
     [mask] = [c for c in result.diagnosis if c.id == "no_mask"]
     assert mask.where is not None and mask.where.line == line, mask.where
     assert mask.departure is not None and "a pattern of their own" in mask.departure.description
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutations", [("mask_transposed",), ("mask_leaks_by_one", "no_scaling")], ids="-".join)
+def test_a_per_sequence_mask_with_a_wrong_pattern_and_minus_inf_is_proven(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool, mutations: tuple[str, ...]
+) -> None:
+    """A per-sequence head whose inline mask (masked_fill(j < i, -inf)) hides the wrong keys: patching its pattern
+    apart from the fill (for a finite fill beside it) left the proof unable to re-apply it on the checks' calls, and
+    14 of 400 held-out heads lost their proof. With -inf the line is patched whole: found, at its line, proven."""
+    head = mutate("per_sequence_2d", mutations)
+    assert head is not None
+    (tmp_path / "attention_head.py").write_text(head.source, encoding="utf-8")
+    result = grade(tmp_path, rubric, pool=pool, visuals=False, only=HEAD_CHECKS)
+    assert result.diagnosis_error is None, result.diagnosis_error
+    causes = [c.model_dump() for c in result.diagnosis]
+    for t in head.truths:
+        assert any(match(t, c) and line_of(c) in t.lines for c in causes), (t, [(c["id"], line_of(c)) for c in causes])
+    assert result.diagnosis_complete, [(c["id"], line_of(c)) for c in causes]

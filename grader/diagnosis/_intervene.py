@@ -513,10 +513,13 @@ def walk(
                 dropped = made  # the mask hides the wrong entries: the line that made its pattern
                 words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
                 context = trace.context.get(made.file, {})
-            # patched where the pattern is made (on the use's own line too: masked_fill(j > i + 1, -1e4)), when that
-            # alone moves past the use: the use keeps its own fill, a mistake of its own that huge scores show (a
-            # diagonal hidden with -1e4: two mistakes, at one line or two)
-            best = _repatterned(run, patches, trace, r, made, stages, tensors, budget, passed) or best
+            # patched where the pattern is made, when that alone moves past the use: the use keeps its own fill, a
+            # mistake of its own that huge scores show (a diagonal hidden with -1e4: two mistakes, two lines). On the
+            # use's own line only where its fill is finite (masked_fill(j > i + 1, -1e4)): with -inf, the line
+            # patched whole is the same change, and the proof re-applies it on every call
+            finite = not bool(torch.isinf(value).any())
+            if (made.file, made.line) != (r.file, r.line) or finite:
+                best = _repatterned(run, patches, trace, r, made, stages, tensors, budget, passed) or best
         elif (nan := _nan_source(trace, r, _derived(trace))) is not None:  # a constant brought NaN in: its line
             dropped = nan
             context = trace.context.get(nan.file, {})
