@@ -509,7 +509,8 @@ def walk(
             and (made := _pattern(trace, r, value, _unscaled(view) if due == "premasked" else view)) is not None
         ):
             # (at causal=False a mask that hides anything is applied where no mask belongs: its use is the line)
-            if (made.file, made.line) != (r.file, r.line):
+            elsewhere = (made.file, made.line) != (r.file, r.line)
+            if elsewhere:
                 dropped = made  # the mask hides the wrong entries: the line that made its pattern
                 words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
                 context = trace.context.get(made.file, {})
@@ -518,7 +519,7 @@ def walk(
             # use's own line only where its fill is finite (masked_fill(j > i + 1, -1e4)): with -inf, the line
             # patched whole is the same change, and the proof re-applies it on every call
             finite = not bool(torch.isinf(value).any())
-            if (made.file, made.line) != (r.file, r.line) or finite:
+            if elsewhere or finite:
                 best = _repatterned(run, patches, trace, r, made, stages, tensors, budget, passed) or best
         elif (nan := _nan_source(trace, r, _derived(trace))) is not None:  # a constant brought NaN in: its line
             dropped = nan

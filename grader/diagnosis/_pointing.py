@@ -43,7 +43,7 @@ from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
 from grader.diagnosis._proof import Walked
 from grader.diagnosis._where import ATTENTION, SIZE_CRASH
-from grader.head import CORE, Head, ImportFailure, StudentFailure
+from grader.head import CORE, Head, ImportFailure, StudentFailure, all_finite
 from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
 
@@ -88,7 +88,7 @@ def point(
         if c.id == NON_FINITE and c.where is None:
             # where a value first holds a non-finite entry, never the first departure whatever it is (a wrong scale
             # before a mask that hides a whole row: the scale is a mistake of its own)
-            nan = next((d for d in left if d.record.value is not None and not _all_finite(d.record.value)), None)
+            nan = next((d for d in left if d.record.value is not None and not all_finite(d.record.value)), None)
             if nan is not None:
                 left = [d for d in left if d is not nan]
                 out[k] = _with(c, nan)
@@ -600,7 +600,3 @@ def _exception_of(traceback: str) -> str:
     """'NameError' from a traceback's last line 'NameError: name 'F' is not defined'."""
     last = next((ln for ln in reversed(traceback.strip().splitlines()) if ln and not ln.startswith(" ")), "")
     return last.split(":", 1)[0].strip()
-
-
-def _all_finite(t: torch.Tensor) -> bool:
-    return not t.is_floating_point() or bool(torch.isfinite(t).all())
