@@ -99,8 +99,10 @@ def test_each_mistake_is_one_cause_and_no_symptom_is_another(
     for one of them: the NaN rows of a diagonal masked with -inf charged again as non-finite outputs (a clamp of
     the weights beside it, which the search cannot model, left that mask to the walk), and taking a wrong scale's
     line with it; the same masked diagonal said again as a departure at its own line; a mask's pattern and its
-    -1e4 fill on one line (masked_fill(j > i + 1, -1e4)) patched as one, the fill never found. Every cause here
-    is one of the head's mistakes, each at one of its lines."""
+    -1e4 fill on one line (masked_fill(j > i + 1, -1e4)) patched as one, the fill never found; values never
+    projected in a multi-head skeleton (``x.view(B, T, h, d_v)``, which raises where d_v ≠ d), named a width crash
+    beside a departure at the output's reshape. Every cause here is one of the head's mistakes, each at one of its
+    lines."""
     truths, causes = _diagnosed(path, tmp_path, rubric, pool)
     for t in truths:
         assert any(match(t, c) and line_of(c) in t.lines for c in causes), (t, [(c["id"], line_of(c)) for c in causes])

@@ -190,8 +190,7 @@ def traced(
         for name, lines in raw.items():
             if isinstance(lines, dict):
                 context[str(name)] = {int(n): str(t)[:300] for n, t in lines.items() if str(n).isdigit()}
-    raised = header.get("raised")
-    raised = {"type": str(raised.get("type", ""))[:200], **(_site(raised) or {})} if isinstance(raised, dict) else None
+    raised = _raised(header.get("raised"))
     left_raw = header.get("left")
     left = {str(k): at for k, v in left_raw.items() if (at := _site(v))} if isinstance(left_raw, dict) else {}
     aliases_raw = header.get("aliases")
@@ -243,6 +242,22 @@ def _bounds(raw: Any) -> tuple[Bound, ...]:
             continue
         out.append(Bound(str(d.get("var", ""))[:80], at["file"], at["line"], at["code"], value))
     return tuple(out)
+
+
+def _raised(entry: Any) -> dict[str, Any] | None:
+    """Where a worker's call raised (its type and site) and, when the worker saw it, the op that raised there: its
+    name, the sources it read (``in:X``, ``v:3``) and the shape a reshape was asked for; None: it did not raise."""
+    if not isinstance(entry, dict):
+        return None
+    raised: dict[str, Any] = {"type": str(entry.get("type", ""))[:200], **(_site(entry) or {})}
+    if "line" in raised and isinstance(op := entry.get("op"), str):
+        raised["op"] = op[:80]
+        reads = entry.get("reads")
+        raised["reads"] = [str(x)[:40] for x in reads[:8]] if isinstance(reads, list) else []
+        shape = entry.get("shape")
+        if isinstance(shape, list) and all(type(n) is int and -1 <= n < 10**6 for n in shape[:8]):
+            raised["shape"] = shape[:8]
+    return raised
 
 
 def _site(entry: Any) -> dict[str, Any] | None:

@@ -622,33 +622,72 @@ def _past_crash(
     made = {h[0] for x in trace.records if _shaped(x, stages) and (h := match(x, stages)) is not None}
     last = trace.records[-1] if trace.records else None  # the raising op's input, most often
     given = (match(last, stages) or ("", ""))[0] if last is not None and _shaped(last, stages) else ""
+    forms = _crash_forms(stages, raised.get("shape"))
     best: tuple[tuple[bool, int, bool, bool, int], str, dict[str, Any], Trace] | None = None
     for stage in sorted(stages, key=lambda s: RANK[s]):
-        if RANK[stage] < top or budget[0] <= 0:
+        if RANK[stage] < top:
             continue
-        budget[0] -= 1
-        patch = {"file": file, "line": line, "nth": nth, "value": stages[stage], "stage": stage, "layout": "as is"}
-        got = run([*patches, patch])
-        if got is None:
-            continue
-        again = got.raised or {}
-        if again and (again.get("file"), again.get("line")) == (file, line) and len(got.records) <= len(trace.records):
-            continue  # it still raises there
-        fixed = repaired(got, stages)
-        after = sum(1 for x in got.records[len(trace.records) :] if _shaped(x, stages) and match(x, stages))
-        key = (fixed, after, stage == given, stage not in made, -RANK[stage])
-        if best is None or key > best[0]:
-            best = (key, stage, patch, got)
+        for layout, value in forms[stage]:
+            if budget[0] <= 0:
+                break
+            budget[0] -= 1
+            patch = {"file": file, "line": line, "nth": nth, "value": value, "stage": stage, "layout": layout}
+            got = run([*patches, patch])
+            if got is None:
+                continue
+            again = got.raised or {}
+            there = bool(again) and (again.get("file"), again.get("line")) == (file, line)
+            if there and len(got.records) <= len(trace.records):
+                continue  # it still raises there
+            fixed = repaired(got, stages)
+            after = sum(1 for x in got.records[len(trace.records) :] if _shaped(x, stages) and match(x, stages))
+            key = (fixed, after, stage == given, stage not in made, -RANK[stage])
+            if best is None or key > best[0]:
+                best = (key, stage, patch, got)
     if best is None:
         return None
     _, stage, patch, got = best
+    context = trace.context.get(file, {})
+    reads = raised.get("reads")
+    if stage in UNPROJECTED and reads and set(reads) == {"in:X"}:  # ``x.view(B, T, h, d_v)``: the projection is
+        # what it left out, and the crash where d_v ≠ d the width that gives (the crash's cause folds into it)
+        op, code = str(raised.get("op", "raise")), str(raised.get("code", ""))
+        record = Record(len(trace.records), op, file, line, code, (), None)
+        words = UNPROJECTED[stage]
+        return Intervention(record, stage, False, (patch,), words, stages[stage], causal, tensors["X"], context), got
     record = Record(len(trace.records), "raise", file, line, str(raised.get("code", "")), (), None)
     words = (
         f"it raises {raised.get('type') or 'an exception'} here; with {NAMES.get(stage, stage)} in place of this "
         "line's result the head goes on"
     )
-    context = trace.context.get(file, {})
     return Intervention(record, stage, False, (patch,), words, stages[stage], causal, None, context), got
+
+
+# a crash at an op that read the input X alone, where the walk put a projection's stage: that projection left out
+UNPROJECTED = {
+    "Q": "X used where Q = X W_Q belongs: W_Q is never applied",
+    "K": "X used where K = X W_K belongs: W_K is never applied",
+    "V": "X used where V = X W_V belongs: W_V is never applied",
+}
+
+
+def _crash_forms(stages: dict[str, torch.Tensor], shape: Any) -> dict[str, list[tuple[str, torch.Tensor]]]:
+    """Each stage in the layouts that fit the shape the raising op was asked for (a reshape's ``(B, T, h, d_v)``,
+    one ``-1`` resolved by the stage's size), else as it is; every stage as it is when none fits that shape."""
+    plain = {stage: [("as is", value)] for stage, value in stages.items()}
+    if not isinstance(shape, list) or not shape or shape.count(-1) > 1:
+        return plain
+    fitted: dict[str, list[tuple[str, torch.Tensor]]] = {}
+    for stage, value in stages.items():
+        want = list(shape)
+        if -1 in want:
+            rest = math.prod(n for n in want if n != -1)
+            if rest <= 0 or value.numel() % rest:
+                fitted[stage] = []
+                continue
+            want[want.index(-1)] = value.numel() // rest
+        fitted[stage] = list(layouts(value, torch.Size(want)))
+    return fitted if any(fitted.values()) else plain
 
 
 def _exp_like(r: Record) -> bool:

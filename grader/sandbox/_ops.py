@@ -700,6 +700,7 @@ class _Trace:
         self.frame: Any = None  # the submission's frame of the last site() found
         self.module_lines: dict[str, dict[str, int]] = {}  # file -> global -> its top-level line
         self.returned_at: Header | None = None  # where the call's own frame returned (its ``return`` line)
+        self.failing: Header | None = None  # the last torch op that raised (``_failing``)
 
     def mine(self, code: Any) -> bool:
         import os
@@ -885,16 +886,45 @@ def _storage_key(t: torch.Tensor) -> tuple[Any, ...]:
         return (id(t),)
 
 
+def _reads(trace: _Trace, args: Any, kwargs: Any) -> list[str]:
+    """Where each tensor an op reads came from (``in:X``, ``v:3``), those the trace knows."""
+    from torch.utils._pytree import tree_leaves
+
+    leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+    return [s for s in (trace.source(x) for x in leaves) if s is not None]
+
+
+def _failing(trace: _Trace, name: str, args: Any, kwargs: Any) -> Header | None:
+    """The op that raised, at its site: its name, what it read and, for a reshape, the shape it was asked for
+    (``x.view(B, T, h, d_v)`` on X of width d: the walk puts a stage of that shape in its place)."""
+    where = trace.site()
+    if where is None:
+        return None
+    failing: Header = {"file": where[0], "line": where[1], "op": name[:80]}
+    try:  # a note beside the exception: a failure to read it must not reach the head
+        failing["reads"] = _reads(trace, args, kwargs)[:8]
+        sizes: Any = tuple(args[1:]) if name in ("view", "reshape") else ()
+        sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+        if sizes and all(type(n) is int for n in sizes):
+            failing["shape"] = [int(n) for n in sizes][:8]
+    except Exception:
+        pass
+    return failing
+
+
 def _torch_recorder(trace: _Trace) -> Any:
     """A TorchFunctionMode recording each torch function the submission calls, at the submission's line."""
     from torch.overrides import TorchFunctionMode
-    from torch.utils._pytree import tree_leaves
 
     class _Recorder(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            result = func(*args, **kwargs)
             name = getattr(func, "__name__", None) or type(func).__name__
+            try:
+                result = func(*args, **kwargs)
+            except Exception:  # the op that raises: what it read and the shape it was asked for, for the walk
+                trace.failing = _failing(trace, name, args, kwargs)
+                raise
             if name in ("numpy", "detach", "tolist") and name not in trace.left:
                 at = trace.site()
                 if at is not None:
@@ -905,8 +935,7 @@ def _torch_recorder(trace: _Trace) -> Any:
             if where is None:
                 return result
             # a light trace counts the values only (a patch names the nth value recorded at its line): no reads
-            leaves = [] if trace.light else [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
-            reads = [s for s in (trace.source(x) for x in leaves) if s is not None]
+            reads = [] if trace.light else _reads(trace, args, kwargs)
             first = args[0] if args else None
             if isinstance(result, torch.Tensor) and result is not first:
                 trace.add(name, where, result, reads)
@@ -1114,6 +1143,9 @@ def _traced_call(
             result = fn(*args, **kwargs)
         except Exception as exc:  # where the submission raised: its own innermost frame
             raised = _raised_at(trace, exc)
+            failing = trace.failing or {}
+            if (failing.get("file"), failing.get("line")) == (raised.get("file"), raised.get("line")):
+                raised.update({k: failing[k] for k in ("op", "reads", "shape") if k in failing})  # that line's op
         finally:
             if tracer is not None:
                 sys.settrace(previous)
@@ -1258,6 +1290,11 @@ def _patcher(trace: _Trace, table: dict[tuple[str, int, int, str], torch.Tensor 
                 return None if name == "__setitem__" else first
             if isinstance(result, torch.Tensor) and result.dtype.is_floating_point:
                 return new.to(dtype=result.dtype, device=result.device).clone()
+            if crashed:  # the value it did not make, in the dtype of what it read (a float16 call's stage is float16)
+                read = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+                floating = next((x for x in read if x.dtype.is_floating_point), None)
+                if floating is not None:
+                    return new.to(dtype=floating.dtype, device=floating.device).clone()
             return new.clone()
 
     return _Patcher()
