@@ -353,3 +353,17 @@ def test_a_weak_fill_beside_a_clamp_is_found_on_huge_scores(diagnosed: Diagnose)
     assert fill.where is not None and fill.where.line == line_of(path, "-1e4)")
     assert clamp.where is not None and clamp.where.line == line_of(path, ".clamp(1e-6, 1.0)")
     assert "filled with -10000 instead of -inf" in (fill.departure.description if fill.departure else "")
+
+
+def test_an_input_written_in_place_is_named_at_the_line_that_writes_it(diagnosed: Diagnose) -> None:
+    """A scale folded into W_Q in place (``W_Q.mul_``) beside a softmax normalised before its mask: the failing
+    interface check had no cause (the library's known bug matches only a head with no other mistake). It is named
+    from the inputs the worker hands back after a call, at the line that wrote into one, and explains the
+    gradients' check too: autograd refuses an in-place change of a leaf that requires grad."""
+    failing = ("interface", "gradient_blocks", "reference_match", "row_stochastic")
+    causes = diagnosed("scale_folded_into_wq_in_place", failing)
+    [mine] = [c for c in causes if c.id == "inplace_input_mutation"]
+    assert "W_Q" in mine.title and mine.where is not None, mine
+    assert mine.where.line == line_of(HEADS / "scale_folded_into_wq_in_place.py", "W_Q = W_Q.mul_("), mine.where
+    assert {"interface", "gradient_blocks"} <= set(mine.explains), mine.explains
+    assert any(c.id == "mask_after_softmax_no_renorm" for c in causes), [c.id for c in causes]

@@ -381,18 +381,26 @@ def _contract(
         return [], slips
     causes = []
     if "interface" in failed:
+        written: list[str] = []  # the inputs a call changed in place
         for dtype in (torch.float32, torch.float64):
             given = inputs(where.length or 5, dtype, torch.Generator().manual_seed(PROBE_SEED), B=2)
             try:
-                _, tensors = head.probe(ATTENTION, ARGS, given, seed=PROBE_SEED, kwargs=where.kwargs())
+                _, tensors = head.probe(
+                    ATTENTION, ARGS, given, seed=PROBE_SEED, kwargs=where.kwargs(), return_inputs=True
+                )  # the worker's copies of the inputs come back as they are after the call
             except StudentFailure:
                 continue
             for k, t in tensors.items():
                 if k in slips and t.dtype.is_floating_point and t.dtype != dtype:
                     slips[k].append((t.dtype, dtype))
+            after = {k.removeprefix("in:"): t for k, t in tensors.items() if k.startswith("in:")}
+            written += [k for k, t in given.items() if k in after and not torch.equal(after[k], t) and k not in written]
         for k, cid in (("r0", "output_dtype"), ("r1", "weights_dtype")):
             if slips[k]:
                 causes.append(contract_cause(cid, _slipped(slips[k]), ["interface"]))
+        if written:  # a leaf that requires grad refuses it: the gradients' check stops there too
+            explains = sorted({"interface", *({"gradient_blocks"} & failed)})
+            causes.append(contract_cause(INPLACE, " and ".join(written), explains))
     graph = [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
     problems = [str((s.shape.get("grads") or {}).get("problem", "")) for s in graph]
     # out itself carries no graph (NumPy, .detach() of the result); detached weights alone leave out
@@ -407,6 +415,7 @@ def _slipped(slips: list[tuple[torch.dtype, torch.dtype]]) -> str:
     return " and ".join(f"{dtype_name(returned)} for {dtype_name(given)} inputs" for returned, given in slips)
 
 
+INPLACE = "inplace_input_mutation"
 OUTSIDE_TORCH = "computed_outside_torch"
 IN_FLOAT32 = "computed_in_float32"
 

@@ -412,7 +412,11 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
 # first value that lost them, e.g. the 0 * -inf of an additive mask)
 NON_FINITE = "non_finite_outputs"
 TRACED = ("computed_in_float32", NON_FINITE, "scale_tensor_in_float32")
-LEAVING = {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach")}
+LEAVING = {
+    "computed_outside_torch": ("numpy", "tolist"),
+    "no_autograd_graph": ("numpy", "tolist", "detach"),
+    "inplace_input_mutation": ("inplace",),
+}
 
 
 def _leaving(c: Diagnosis) -> tuple[str, ...]:
