@@ -367,3 +367,14 @@ def test_an_input_written_in_place_is_named_at_the_line_that_writes_it(diagnosed
     assert mine.where.line == line_of(HEADS / "scale_folded_into_wq_in_place.py", "W_Q = W_Q.mul_("), mine.where
     assert {"interface", "gradient_blocks"} <= set(mine.explains), mine.explains
     assert any(c.id == "mask_after_softmax_no_renorm" for c in causes), [c.id for c in causes]
+
+
+def test_a_scale_by_the_values_width_is_named(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
+    """``value.size(-1) ** 0.5`` (GPT-2's scale, where d_v = d_k): the probe's d_v = 3 was read as 'a fixed number',
+    1/sqrt(3). It is the catalog's scale by sqrt(d_v), at the line that divides."""
+    result = _graded(tmp_path, rubric, pool, "scale_by_the_values_width")
+    [scale] = [c for c in result.diagnosis if c.id == "scale_by_sqrt_dv"]
+    assert scale.where is not None, scale
+    divides = line_of(HEADS / "scale_by_the_values_width.py", "attn_weights / torch.full(")
+    assert scale.where.line == divides, scale.where
+    assert [c.id for c in result.diagnosis if not c.id.startswith("missing:")] == ["scale_by_sqrt_dv"]

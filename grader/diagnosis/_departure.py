@@ -35,7 +35,8 @@ from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head, StudentFailure
 
 # the probe: X (B, T, d) = (2, 7, 5), W_Q and W_K (5, 6), W_V (5, 3). Its sizes keep the quantities a head may
-# scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), the number of axes 3, 1/2), so a wrong one shows.
+# scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), 1/sqrt(d_v), the number of axes 3, 1/2), so a wrong
+# one shows (d_v = 3 is also the number of axes: a scale of 1/sqrt(3) is read as d_v's).
 PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "premasked": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
@@ -1297,7 +1298,7 @@ def _rank(stage: str) -> int:
 # ---- the words -------------------------------------------------------------------------------------
 
 
-def _quantity(c: float, d: int, d_k: int, T: int) -> str:
+def _quantity(c: float, d: int, d_k: int, T: int, d_v: int) -> str:
     """A constant factor named by what it equals: '1/sqrt(d_k)', 'sqrt(d_k)', '1/d_k', ..."""
     names = {
         "1/sqrt(d_k)": d_k**-0.5,
@@ -1308,6 +1309,7 @@ def _quantity(c: float, d: int, d_k: int, T: int) -> str:
         "sqrt(d)": d**0.5,
         "1/sqrt(T)": T**-0.5,
         "sqrt(T)": T**0.5,
+        "1/sqrt(d_v)": d_v**-0.5,
         "1": 1.0,
         "-1": -1.0,
     }
@@ -1468,6 +1470,7 @@ def describe(
     assert r.value is not None
     v = r.value
     T, d, d_k = tensors["X"].shape[1], tensors["X"].shape[-1], tensors["W_Q"].shape[1]
+    d_v = tensors["W_V"].shape[1]
     if due == "masked" and "masked" not in stages:
         due = "scaled"  # causal=False: the scaled scores go into the softmax unmasked
     name = NAMES.get(due, due)
@@ -1500,7 +1503,7 @@ def describe(
             if math.isclose(scale, 1.0, rel_tol=1e-9):
                 return "the scores Q K^T, never divided by sqrt(d_k) (Lemma 5.5)"
             return (
-                f"the scores times {_quantity(scale, d, d_k, T)} where the lecture scales them by "
+                f"the scores times {_quantity(scale, d, d_k, T, d_v)} where the lecture scales them by "
                 f"1/sqrt(d_k) = {d_k**-0.5:.4g} (Lemma 5.5)"
             )
         return f"{name} times {c:.6g}"

@@ -48,11 +48,11 @@ def ladder_probe(levels: torch.Tensor, scale: float) -> Probe:
 
 
 def _scale(combo: Combo, fitted: dict[str, float]) -> float | None:
-    """The scale the model applies to the ladder's scores (T = 3, d = 2, d_k = 1)."""
+    """The scale the model applies to the ladder's scores (T = 3, d = 2, d_k = 1, d_v = 2)."""
     which = _pick(combo, "scale")
     if which == "scale_constant":
         return fitted.get("scale")
-    return named_scales(3, 2, 1)[which or "right"]
+    return named_scales(3, 2, 1, 2)[which or "right"]
 
 
 @dataclass

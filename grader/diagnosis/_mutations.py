@@ -26,6 +26,7 @@ MUTATIONS: dict[str, tuple[str, ...]] = {
         "scale_by_dk",
         "scale_by_sqrt_d_model",
         "scale_by_sqrt_T",
+        "scale_by_sqrt_dv",
         "scale_times_sqrt_dk",
         "scale_constant",
     ),
@@ -126,7 +127,7 @@ def _fit_mask(s: torch.Tensor, theirs: torch.Tensor | None, hidden: torch.Tensor
     return torch.cat(estimates) if estimates else torch.empty(0, dtype=s.dtype)
 
 
-def named_scales(T: int, d: int, d_k: int) -> dict[str, float]:
+def named_scales(T: int, d: int, d_k: int, d_v: int) -> dict[str, float]:
     """The score scale of the right head ("right") and of every scale mutation but the fitted constant."""
     return {
         "right": d_k**-0.5,
@@ -134,6 +135,7 @@ def named_scales(T: int, d: int, d_k: int) -> dict[str, float]:
         "scale_by_dk": 1 / d_k,
         "scale_by_sqrt_d_model": d**-0.5,
         "scale_by_sqrt_T": T**-0.5,
+        "scale_by_sqrt_dv": d_v**-0.5,
         "scale_times_sqrt_dk": d_k**0.5,
     }
 
@@ -173,7 +175,7 @@ def forward(
     future = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # (T, T), j > i
     masking = (causal or _pick(combo, "switch") is not None) and mask_m != "no_mask"
     axis = {"softmax_wrong_axis": -2, "softmax_over_batch": 0}.get(smax or "", -1)
-    scales = named_scales(T, d, d_k)
+    scales = named_scales(T, d, d_k, W_V.shape[1])
     if scale_m == "scale_constant":
         if theirs is None and "scale" not in fit.values:
             return None

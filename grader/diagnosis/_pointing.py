@@ -232,6 +232,7 @@ NAMED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^the scores times 1/d_k = ", "scale_by_dk"),
         (r"^the scores times 1/sqrt\(d\) = ", "scale_by_sqrt_d_model"),
         (r"^the scores times 1/sqrt\(T\) = ", "scale_by_sqrt_T"),
+        (r"^the scores times 1/sqrt\(d_v\) = ", "scale_by_sqrt_dv"),
         (r"^the scores times sqrt\(d_k\) = ", "scale_times_sqrt_dk"),
         (r"^exp of the scores without first subtracting each row's max", "unstable_softmax"),
         (rf"dropout with p = {_NUMBER} left on$", "dropout_left_on"),

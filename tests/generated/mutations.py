@@ -552,6 +552,7 @@ FAMILIES: dict[str, frozenset[str]] = {
             "scale_by_dk",
             "scale_by_sqrt_d_model",
             "scale_by_sqrt_T",
+            "scale_by_sqrt_dv",
             "scale_times_sqrt_dk",
             "scale_constant",
             "scale_in_float32",

@@ -1,12 +1,13 @@
 """The softmax scale folded into the query weights in place (W_Q.mul_), a hand-written softmax normalised before its
 0/1 mask (written for the grader by someone who had not read it)."""
+
 import torch
 
 
 def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
     d_k = W_Q.shape[-1]
     # fold 1/sqrt(d_k) into the query weights so we don't have to scale the T x T matrix
-    W_Q = W_Q.mul_(d_k ** -0.5)
+    W_Q = W_Q.mul_(d_k**-0.5)
     q = X @ W_Q
     k = X @ W_K
     v = X @ W_V
@@ -21,5 +22,3 @@ def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
         e = e * keep
     weights = e / denom
     return weights @ v, weights
-
-
