@@ -369,6 +369,17 @@ def test_an_input_written_in_place_is_named_at_the_line_that_writes_it(diagnosed
     assert any(c.id == "mask_after_softmax_no_renorm" for c in causes), [c.id for c in causes]
 
 
+def test_weights_returned_off_the_graph_point_where_they_left_it(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The walkthrough Head keeping ``self.last_attn = wei.detach()`` and returning it: the weights break the
+    contract (no gradient), named at the line that cut them from the graph, not at the line that computes out."""
+    result = _graded(tmp_path, rubric, pool, "weights_kept_detached")
+    [breach] = [c for c in result.diagnosis if c.id == "one_value_breach"]
+    assert breach.where is not None, breach
+    assert breach.where.line == line_of(HEADS / "weights_kept_detached.py", "        self.last_attn = wei.detach()")
+
+
 def test_a_scale_by_the_values_width_is_named(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
     """``value.size(-1) ** 0.5`` (GPT-2's scale, where d_v = d_k): the probe's d_v = 3 was read as 'a fixed number',
     1/sqrt(3). It is the catalog's scale by sqrt(d_v), at the line that divides."""

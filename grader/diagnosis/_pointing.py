@@ -425,6 +425,8 @@ def _leaving(c: Diagnosis) -> tuple[str, ...]:
     (``.detach()``, for a known bug that breaks only the gradients), or writing into an input."""
     if c.id in LEAVING:
         return LEAVING[c.id]
+    if c.id in RETURNING and "not differentiable" in c.title:  # a returned value cut from the graph: where
+        return LEAVING["no_autograd_graph"]  # it left it (``self.last_attn = wei.detach()``), not its return
     if c.kind == "known" and c.explains and set(c.explains) <= {"gradient_blocks", "interface"}:
         return ("inplace", "detach") if "interface" in c.explains else ("detach",)
     return ()
