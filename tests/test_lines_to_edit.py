@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.checks import CHECKS
 from grader.diagnosis import diagnose
 from grader.diagnosis._departure import SUM_OF_SCORES
 from grader.head import Head
@@ -389,3 +390,24 @@ def test_a_scale_by_the_values_width_is_named(tmp_path: Path, rubric: Rubric, po
     divides = line_of(HEADS / "scale_by_the_values_width.py", "attn_weights / torch.full(")
     assert scale.where.line == divides, scale.where
     assert [c.id for c in result.diagnosis if not c.id.startswith("missing:")] == ["scale_by_sqrt_dv"]
+
+
+def test_a_head_cast_to_float32_is_pointed_at_the_cast_and_nothing_else_is(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """``X = X.float()`` and the weights cast likewise, beside a scale by d_k and a mask read off the scores' zeros:
+    the cast input was taken for a departure (on a probe where d = d_v it has out's shape) and the scale was
+    pointed at the cast. A cast of an input is handled on the way (its rounding shows at the first stage made of
+    it), and a value off by float32 rounding alone goes to the float32 cause, never to another."""
+    shutil.copy(HEADS / "everything_in_float32.py", tmp_path / "attention_head.py")
+    # the head's own checks, as the generated bench grades a head: interface (float32 returned) would merge the
+    # float32 softmax into computed_in_float32, which had its line; a head that casts back has no such merge
+    only = [c for c, spec in CHECKS.items() if "causal_self_attention" in spec.needs and c != "performance"]
+    result = grade(tmp_path, rubric, pool=pool, visuals=False, only=only)
+    path = HEADS / "everything_in_float32.py"
+    casts = {line_of(path, f"{name} = X @ W_{name}.float()") for name in "QKV"} | {line_of(path, "X = X.float()")}
+    by_id = {c.id: c for c in result.diagnosis}
+    [float32] = [c for c in result.diagnosis if c.id in ("computed_in_float32", "softmax_in_float32")]
+    assert float32.where is not None and float32.where.line in casts, float32.where
+    scale = by_id["scale_by_dk"]
+    assert scale.where is None or scale.where.line == line_of(path, "/ d_k"), scale.where

@@ -365,14 +365,20 @@ def _stage_shaped(r: Record, T: int) -> bool:
 
 
 def _neutral(r: Record, tensors: dict[str, torch.Tensor]) -> bool:
-    """An input, or a transpose of one or of Q, V: handled on the way to a stage, never a stage itself."""
+    """An input, or a transpose of one or of Q, V: handled on the way to a stage, never a stage itself; an input
+    cast to another floating dtype too (``X = X.float()``: what the cast costs shows at the first stage made of it)."""
     assert r.value is not None
     v = r.value
     X, W_Q, W_K, W_V = (tensors[n] for n in ("X", "W_Q", "W_K", "W_V"))
     for t in (*tensors.values(), X @ W_Q, X @ W_K, X @ W_V):
         if _equal(v, t) or (t.dim() >= 2 and _equal(v, t.transpose(-2, -1))):
             return True
-    return False
+    return any(cast_of(v, t) or (t.dim() >= 2 and cast_of(v, t.transpose(-2, -1))) for t in tensors.values())
+
+
+def cast_of(v: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether ``v`` is ``t`` cast to another floating dtype, exactly (``X.float()`` of a float64 X)."""
+    return v.dtype != t.dtype and v.dtype.is_floating_point and v.shape == t.shape and torch.equal(v, t.to(v.dtype))
 
 
 def _derived(trace: Trace) -> set[str]:

@@ -82,6 +82,7 @@ from grader.diagnosis._departure import (
     _softmax_part,
     _transpose,
     _wrong_numbers,
+    cast_of,
     describe,
     probe,
     stages_of,
@@ -187,7 +188,7 @@ def _neutral(r: Record, tensors: dict[str, torch.Tensor]) -> bool:
     assert r.value is not None
     for t in tensors.values():
         t3 = t if t.dim() == 3 else t.unsqueeze(0)
-        if any(_equal(r.value, form) for _, form in layouts(t3, r.value.shape)):
+        if any(_equal(r.value, form) or cast_of(r.value, form) for _, form in layouts(t3, r.value.shape)):
             return True
     return False
 

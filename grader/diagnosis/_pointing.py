@@ -93,7 +93,12 @@ def point(
                 left = [d for d in left if d is not nan]
                 out[k] = _with(c, nan)
         elif (c.kind in ("mutation", "known") or c.id in TRACED) and c.where is None and left:
-            out[k] = _with(c, left.pop(0))
+            # a value off by float32 rounding alone is a float32 cause's (``X = X.float()``), not the next one's
+            mine = next((d for d in left if _in_float32(d) == _float32_cause(c.id)), None)
+            mine = mine if mine is not None or not _float32_cause(c.id) else left[0]
+            if mine is not None:
+                left = [d for d in left if d is not mine]
+                out[k] = _with(c, mine)
     explained = {x for c in out for x in c.explains}
     unexplained = [c.id for c in valued if c.id not in explained]
     if unexplained and left:
@@ -120,6 +125,19 @@ def point(
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
         out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed, walked or Walked())
     return _operand_lines(once, _returning_lines(once, out), probe(length, square))
+
+
+FLOAT32_CAUSES = ("computed_in_float32", "scale_tensor_in_float32")
+
+
+def _float32_cause(cid: str) -> bool:
+    """A cause that is arithmetic in float32: the dtype slot's mutations and the decisions they are part of."""
+    return SLOT_OF.get(cid) == "dtype" or cid in FLOAT32_CAUSES
+
+
+def _in_float32(d: Departure) -> bool:
+    """A departure whose value is the stage to float32 accuracy only (see ``_departure._float32``)."""
+    return "it was computed in float32" in d.description
 
 
 def _intervened(
