@@ -411,3 +411,21 @@ def test_a_head_cast_to_float32_is_pointed_at_the_cast_and_nothing_else_is(
     assert float32.where is not None and float32.where.line in casts, float32.where
     scale = by_id["scale_by_dk"]
     assert scale.where is None or scale.where.line == line_of(path, "/ d_k"), scale.where
+
+
+def test_projections_wrapped_in_parameters_are_cut_from_the_graph_at_the_wrapping(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """``nn.Parameter(w)`` for each given projection makes new leaves: out depends on W_Q, W_K and W_V, yet no
+    gradient reaches them, and the failing gradients' check had no cause beside the head's wrong scale. It is
+    named (out seen to change with each, none reached by a gradient) at the line that makes the copies."""
+    result = _graded(tmp_path, rubric, pool, "weights_wrapped_in_parameters")
+    [cut] = [c for c in result.diagnosis if c.id == "inputs_cut_from_graph"]
+    assert "W_Q, W_K and W_V" in cut.title and cut.explains == ["gradient_blocks"], cut
+    assert cut.where is not None and cut.where.line == line_of(
+        HEADS / "weights_wrapped_in_parameters.py", "nn.Parameter(w)"
+    )
+    assert {c.id for c in result.diagnosis if not c.id.startswith("missing:")} == {
+        "inputs_cut_from_graph",
+        "scale_by_sqrt_T",
+    }

@@ -162,6 +162,7 @@ def _examine(
     causes += [dtype] if dtype else []
     causes += run("missing", [], _missing, failing) + run("uninstalled", [], _uninstalled, failing)
     causes += run("breaches", [], _breaches, _left(failing, causes), passed)
+    causes += run("graph_cut", [], _graph_cut, head, probes, runs, _left(failing, causes), where)
     causes = run("by_maker", causes, _by_maker, causes, _left(failing, causes), makers)
     causes += run("non_finite", [], _non_finite, _left(failing, causes))
     causes += run("own", [], _own, _left(failing, causes))
@@ -408,6 +409,49 @@ def _contract(
     if "gradient_blocks" in failed and any(p.startswith("output 0 is not differentiable") for p in problems):
         causes.append(contract_cause("no_autograd_graph", "", ["gradient_blocks"]))
     return causes, slips
+
+
+GRAPH_CUT = "inputs_cut_from_graph"
+WEIGHTS = ("W_Q", "W_K", "W_V")
+
+
+def _graph_cut(
+    head: Head, probes: list[Probe], runs: list[Seen] | None, unexplained: list[CheckResult], where: Where
+) -> list[Diagnosis]:
+    """Inputs the outputs depend on that no gradient reaches, behind a gradients' check nothing else explains: the
+    head computes with copies cut from the graph (``nn.Parameter(W_Q)``, ``torch.tensor(W_Q)``, ``W_Q.detach()``).
+    The dependence is seen directly: out changes when that input alone changes (an input a head ignores has no
+    gradient either, rightly)."""
+    if runs is None or "gradient_blocks" not in {c.id for c in unexplained}:
+        return []
+    graph = [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
+    unreached = {str(n) for s in graph for n in (s.shape.get("grads") or {}).get("missing", [])}
+    missing = [n for n in WEIGHTS if n in unreached]
+    if not missing:
+        return []
+    given = inputs(where.length or 5, torch.float64, torch.Generator().manual_seed(PROBE_SEED), B=2)
+
+    def out(tensors: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        try:
+            _, got = head.probe(ATTENTION, ARGS, tensors, seed=PROBE_SEED, kwargs=where.kwargs())
+        except StudentFailure:
+            return None
+        return got.get("r0")
+
+    base = out(given)
+    if base is None:
+        return []
+    cut = []
+    for name in missing:
+        moved = out({**given, name: given[name] * 1.5 + 0.25})
+        if moved is not None and (moved.shape != base.shape or not torch.equal(moved, base)):
+            cut.append(name)
+    return [contract_cause(GRAPH_CUT, _listed(cut), ["gradient_blocks"])] if cut else []
+
+
+def _listed(names: list[str]) -> str:
+    """'W_Q', 'W_Q and W_K', 'W_Q, W_K and W_V'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _slipped(slips: list[tuple[torch.dtype, torch.dtype]]) -> str:

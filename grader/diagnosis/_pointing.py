@@ -71,7 +71,7 @@ def point(
     complete walk and the ids of the causes it made (for the proof, ``_proof``)."""
     once = cache(lambda: traced(head, probe(length, square), True))  # one traced call on the probe serves all three
     out = _forbidden_lines(once, _left_torch(once, _crash_lines(head, causes, length)), failing)
-    out = _return_lines(once, out)
+    out = _return_lines(once, _cut_lines(once, out))
     valued = [c for c in failing if c.id not in NOT_VALUES]
     if not valued and not any(c.kind in ("mutation", "known") or c.id in TRACED for c in out):
         return out
@@ -475,6 +475,23 @@ def _sited(
             c = c.model_copy(update={"where": where})
         out.append(c)
     return out
+
+
+GRAPH_CUT = "inputs_cut_from_graph"
+
+
+def _cut_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
+    """Inputs cut from the autograd graph at the first line that reads one of them, where the copy is made
+    (``nn.Parameter(w)``, ``torch.tensor(W_Q)``, ``W_Q.detach()``): every later op reads the copy."""
+    if not any(c.id == GRAPH_CUT and c.where is None for c in causes):
+        return causes
+
+    def site_of(c: Diagnosis, trace: Trace) -> dict[str, Any] | None:
+        cut = {f"in:{name}" for name in re.findall(r"\bW_[QKV]\b", c.title)} if c.id == GRAPH_CUT else set()
+        r = next((r for r in trace.records if cut & set(r.reads)), None)
+        return None if r is None else {"file": r.file, "line": r.line, "code": r.code}
+
+    return _sited(once, causes, site_of)
 
 
 RETURNING = ("one_value_breach",)  # a returned value that breaks the contract: the line that returns it
