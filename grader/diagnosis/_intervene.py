@@ -58,6 +58,7 @@ from grader.diagnosis._departure import (
     PROBE_DV,
     PROBE_T,
     RANK,
+    SUBSTITUTIONS,
     TITLES,
     Bound,
     Record,
@@ -664,12 +665,9 @@ def _past_crash(
     return Intervention(record, stage, False, (patch,), words, stages[stage], causal, None, context), got
 
 
-# a crash at an op that read the input X alone, where the walk put a projection's stage: that projection left out
-UNPROJECTED = {
-    "Q": "X used where Q = X W_Q belongs: W_Q is never applied",
-    "K": "X used where K = X W_K belongs: W_K is never applied",
-    "V": "X used where V = X W_V belongs: W_V is never applied",
-}
+# a crash at an op that read the input X alone, where the walk put a projection's stage: that projection left out,
+# in the words a departure says it in (one projection each)
+UNPROJECTED = {stage: words for words, (stage, source) in SUBSTITUTIONS.items() if source == "X" and "and" not in words}
 
 
 def _crash_forms(stages: dict[str, torch.Tensor], shape: Any) -> dict[str, list[tuple[str, torch.Tensor]]]:
