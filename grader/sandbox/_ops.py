@@ -897,19 +897,19 @@ def _reads(trace: _Trace, args: Any, kwargs: Any) -> list[str]:
 def _failing(trace: _Trace, name: str, args: Any, kwargs: Any) -> Header | None:
     """The op that raised, at its site: its name, what it read and, for a reshape, the shape it was asked for
     (``x.view(B, T, h, d_v)`` on X of width d: the walk puts a stage of that shape in its place)."""
-    where = trace.site()
-    if where is None:
-        return None
-    failing: Header = {"file": where[0], "line": where[1], "op": name[:80]}
-    try:  # a note beside the exception: a failure to read it must not reach the head
+    try:  # a note beside the exception: a failure to take it must never replace the head's own exception
+        where = trace.site()
+        if where is None:
+            return None
+        failing: Header = {"file": where[0], "line": where[1], "op": name[:80]}
         failing["reads"] = _reads(trace, args, kwargs)[:8]
         sizes: Any = tuple(args[1:]) if name in ("view", "reshape") else ()
         sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
         if sizes and all(type(n) is int for n in sizes):
             failing["shape"] = [int(n) for n in sizes][:8]
+        return failing
     except Exception:
-        pass
-    return failing
+        return None
 
 
 def _torch_recorder(trace: _Trace) -> Any:
