@@ -42,7 +42,7 @@ def tally(
     unexplained = [cid for cid in lost if not any(cid in d.explains for d in diagnosis)]
     if unexplained:
         note = (
-            f"Counted by checks: no named cause explains {_listed(unexplained)}, so each failing check costs its "
+            f"Counted by checks: no named cause explains {listed(unexplained)}, so each failing check costs its "
             "own points."
         )
         return Tally(by_checks, "checks", by_checks, note, diagnosis)
@@ -121,5 +121,6 @@ def _pts(x: float) -> str:
     return f"{x:g}"
 
 
-def _listed(ids: list[str]) -> str:
+def listed(ids: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
     return ", ".join(ids[:-1]) + (" and " if len(ids) > 1 else "") + ids[-1]

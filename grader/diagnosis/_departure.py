@@ -1337,10 +1337,13 @@ def describe_fit(v: torch.Tensor, e: torch.Tensor) -> str | None:
     return None
 
 
+FLOAT32_WORDS = "it was computed in float32"  # how a value off by float32 rounding alone is said
+
+
 def _float32(v: torch.Tensor, e: torch.Tensor) -> str | None:
     if v.shape != e.shape or not _equal(v, e, 1e-5, 1e-7):
         return None
-    return "equal to it only to float32 accuracy (about 1e-7 relative): it was computed in float32"
+    return f"equal to it only to float32 accuracy (about 1e-7 relative): {FLOAT32_WORDS}"
 
 
 def _factor(v: torch.Tensor, e: torch.Tensor) -> str | None:

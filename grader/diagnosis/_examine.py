@@ -44,7 +44,7 @@ from grader.diagnosis._naming import (
     n_checks,
     violates,
 )
-from grader.diagnosis._pointing import point
+from grader.diagnosis._pointing import GRAPH_CUT, point
 from grader.diagnosis._proof import Walked, prove
 from grader.diagnosis._replay import REPLAYABLE, responsible
 from grader.diagnosis._search import comparable, matches, reference_matches, search
@@ -67,6 +67,7 @@ from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
 from grader.inputs import Shape, make_case
 from grader.library import KnownHead, load_reference
 from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, DiagnosisProof, GradeResult
+from grader.scoring import listed
 
 if TYPE_CHECKING:
     from grader.oracle import Oracle
@@ -402,7 +403,7 @@ def _contract(
         if written:  # a leaf that requires grad refuses it: the gradients' check stops there too
             explains = sorted({"interface", *({"gradient_blocks"} & failed)})
             causes.append(contract_cause(INPLACE, " and ".join(written), explains))
-    graph = [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
+    graph = _graph_runs(probes, runs)
     problems = [str((s.shape.get("grads") or {}).get("problem", "")) for s in graph]
     # out itself carries no graph (NumPy, .detach() of the result); detached weights alone leave out
     # differentiable through the values, a gradient cut that the known bugs name
@@ -411,8 +412,12 @@ def _contract(
     return causes, slips
 
 
-GRAPH_CUT = "inputs_cut_from_graph"
 WEIGHTS = ("W_Q", "W_K", "W_V")
+
+
+def _graph_runs(probes: list[Probe], runs: list[Seen]) -> list[Seen]:
+    """The head's answers to the probes that differentiate it (those that ran)."""
+    return [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
 
 
 def _graph_cut(
@@ -424,7 +429,7 @@ def _graph_cut(
     gradient either, rightly)."""
     if runs is None or "gradient_blocks" not in {c.id for c in unexplained}:
         return []
-    graph = [s for p, s in zip(probes, runs, strict=True) if "grad" in p.options and not s.error]
+    graph = _graph_runs(probes, runs)
     unreached = {str(n) for s in graph for n in (s.shape.get("grads") or {}).get("missing", [])}
     missing = [n for n in WEIGHTS if n in unreached]
     if not missing:
@@ -446,12 +451,7 @@ def _graph_cut(
         moved = out({**given, name: given[name] * 1.5 + 0.25})
         if moved is not None and (moved.shape != base.shape or not torch.equal(moved, base)):
             cut.append(name)
-    return [contract_cause(GRAPH_CUT, _listed(cut), ["gradient_blocks"])] if cut else []
-
-
-def _listed(names: list[str]) -> str:
-    """'W_Q', 'W_Q and W_K', 'W_Q, W_K and W_V'."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return [contract_cause(GRAPH_CUT, listed(cut), ["gradient_blocks"])] if cut else []
 
 
 def _slipped(slips: list[tuple[torch.dtype, torch.dtype]]) -> str:

@@ -21,6 +21,7 @@ import torch
 
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import (
+    FLOAT32_WORDS,
     NAMES,
     PROBE_T,
     SUBSTITUTED,
@@ -137,7 +138,7 @@ def _float32_cause(cid: str) -> bool:
 
 def _in_float32(d: Departure) -> bool:
     """A departure whose value is the stage to float32 accuracy only (see ``_departure._float32``)."""
-    return "it was computed in float32" in d.description
+    return FLOAT32_WORDS in d.description
 
 
 def _intervened(
