@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from grader.rubric import Rubric
 from grader.runner import grade
 from grader.sandbox import WorkerPool
 
-pytestmark = pytest.mark.windows
+# a crash of the driver under Wine, run again once, is shown in the warnings summary (the suite makes the rest errors)
+pytestmark = [pytest.mark.windows, pytest.mark.filterwarnings("default:the Windows driver crashed")]
 
 REPO = Path(__file__).resolve().parent.parent
 WINDOWS = Path(os.environ.get("STEP4_WINDOWS", Path.home() / ".cache" / "step4-windows"))
@@ -57,6 +59,7 @@ HEADS = [
     "missing_import",
 ]
 DRIVER_TIMEOUT_S = 1800
+ACCESS_VIOLATION = 0xC0000005 & 0xFF  # a Windows process's exit code as wine64 returns it (8 bits)
 
 
 def _why_absent() -> str | None:
@@ -74,18 +77,36 @@ skip_without_windows = pytest.mark.skipif(ABSENT is not None, reason=f"Windows t
 
 
 def wrun(*args: str, cwd: Path = REPO, timeout: float = DRIVER_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run a program of the Windows Python; one that does not end in time is stopped with all it started, and
+    fails with what it printed."""
     assert TOOLS is not None
     env = {**os.environ, "STEP4_WINDOWS": str(WINDOWS)}
-    return subprocess.run(
-        [str(TOOLS / "wrun"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=timeout,
-    )
+    try:
+        return subprocess.run(
+            [str(TOOLS / "wrun"), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        _stop_wine()
+        printed = "".join(
+            x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in (exc.stdout, exc.stderr) if x
+        )
+        raise AssertionError(
+            f"{' '.join(args)} did not end within {timeout:.0f} s; it printed:\n{printed[-6000:]}"
+        ) from None
+
+
+def _stop_wine() -> None:
+    """End every process of the Windows Python's Wine prefix (after a program that failed or never returned:
+    what it left running must not fail the tests after it)."""
+    env = {**os.environ, "WINEPREFIX": str(WINDOWS / "prefix")}
+    subprocess.run(["/usr/lib/wine/wineserver", "-k"], env=env, capture_output=True, timeout=60, check=False)
 
 
 def _wine_pythons() -> list[str]:
@@ -106,15 +127,36 @@ def windows_grader() -> None:
     assert setup.returncode == 0, setup.stderr[-4000:]
 
 
+def _drive(out: Path) -> subprocess.CompletedProcess[str]:
+    """The driver's run; once more if it crashed (an access violation in its own process, which ends it at once:
+    windows_driver sets its crash filter), with a warning that says where. Wine 8 crashed it once in CI, in native
+    code before its first grade ended (a page fault writing to 0xD709; winedbg then held it for the whole 1800 s);
+    none here since, in the driver twice and in three runs of eight library heads graded twice with 16 torch threads.
+    shared/windows/README.md: treat what only Wine shows with suspicion. A second crash fails the tier."""
+    args = ("python.exe", str(REPO / "tests" / "windows_driver.py"), str(out), *HEADS)
+    for attempt in (1, 2):
+        done = wrun(*args)
+        if done.returncode == 0:
+            return done
+        _stop_wine()
+        text = done.stdout + done.stderr
+        if done.returncode != ACCESS_VIOLATION or attempt == 2:
+            raise AssertionError(f"the Windows driver ended with {done.returncode}:\n{text[-6000:]}")
+        where = (done.stdout.strip().splitlines() or ["before its first grade"])[-1]
+        warnings.warn(
+            f"the Windows driver crashed (an access violation under Wine) at '{where}': run again", stacklevel=1
+        )
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="module")
 def windows_out(windows_grader: None) -> Iterator[Path]:
     """Grade everything in the Windows Python, in one process."""
     # its own folder: pytest keeps only its last three base folders, and other runs on a shared machine rotate them
     out = Path(tempfile.mkdtemp(prefix="step4-windows-tier-"))
     try:
-        done = wrun("python.exe", str(REPO / "tests" / "windows_driver.py"), str(out), *HEADS)
+        done = _drive(out)
         (out / "driver.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-        assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
         yield out
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -138,6 +138,7 @@ def _grade_all(out: Path, work: Path, heads: list[str]) -> None:
     with WorkerPool(2, uid_base=rubric.limits.sandbox_uid_base) as pool:
         for name, path in _submissions(work, heads).items():
             hostile = name in HOSTILE
+            print(f"grading {name}", flush=True)  # where it was, if it never returns
             t0 = time.perf_counter()
             result = grade(
                 path,
@@ -235,7 +236,21 @@ def _leftovers() -> list[str]:
     return left
 
 
+def _as_grade_exe() -> None:
+    """This process as grade.exe's: one torch thread for the grader's own tensors (grader/cli.py), and a crash
+    that ends it at once with its code, as a worker's does (Wine otherwise starts winedbg, which may never
+    return: the tier then waits out its whole timeout with nothing to show)."""
+    import torch
+
+    from grader.sandbox._crashfilter import crash_ends_the_process
+
+    if not crash_ends_the_process():
+        print("the driver could not set its crash filter: a crash may start winedbg", file=sys.stderr, flush=True)
+    torch.set_num_threads(1)
+
+
 def main(argv: list[str]) -> int:
+    _as_grade_exe()
     out = Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
     heads = argv[2:]

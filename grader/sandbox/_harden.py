@@ -20,7 +20,8 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-import _filesystem  # type: ignore[import-not-found]  # served by the worker's bootstrap finder
+import _crashfilter  # type: ignore[import-not-found]  # served by the worker's bootstrap finder
+import _filesystem  # type: ignore[import-not-found]
 import _seccomp  # type: ignore[import-not-found]
 
 try:  # imported here, in the zygote: a worker then loads no module before _pin_import_roots
@@ -82,47 +83,11 @@ def _harden_windows(cfg: dict[str, Any]) -> list[str]:
     """Windows: the Job Object the grader put this worker in holds the limits (see _winslot); here, no
     error dialog for a crash, and a private working folder, which is also where temporary files go."""
     active = ["separate process"]
-    if _crash_ends_the_worker():
+    if _crashfilter.crash_ends_the_process():
         active.append("a crash ends the worker at once (no error dialog, no debugger)")
     for name in ("TEMP", "TMP", "USERPROFILE"):
         os.environ[name] = cfg["work_dir"]
     return active + [_filesystem.NONE_AVAILABLE] + _private_cwd(cfg["work_dir"])
-
-
-# A top-level exception filter that answers EXCEPTION_EXECUTE_HANDLER (1): an unhandled exception (an access
-# violation) then ends the process with the exception's code as its exit code, without Windows Error
-# Reporting's dialog or a debugger (Wine starts winedbg otherwise, whatever the error mode). Machine code,
-# not a ctypes callback: it runs on whichever thread crashed, with no interpreter state to rely on.
-_RETURN_ONE = {"AMD64": b"\xb8\x01\x00\x00\x00\xc3", "ARM64": bytes.fromhex("20008052c0035fd6")}  # mov 1; ret
-
-
-def _crash_ends_the_worker() -> bool:
-    from ctypes import wintypes
-
-    try:
-        import platform
-
-        code = _RETURN_ONE[platform.machine().upper()]
-        k32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-        # SEM_FAILCRITICALERRORS | SEM_NOGPFAULTERRORBOX | SEM_NOOPENFILEERRORBOX
-        k32.SetErrorMode(0x0001 | 0x0002 | 0x8000)
-        k32.VirtualAlloc.restype = ctypes.c_void_p
-        k32.VirtualAlloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t, wintypes.DWORD, wintypes.DWORD]
-        k32.VirtualProtect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, wintypes.DWORD, ctypes.c_void_p]
-        k32.SetUnhandledExceptionFilter.argtypes = [ctypes.c_void_p]
-        k32.SetUnhandledExceptionFilter.restype = ctypes.c_void_p
-        page = k32.VirtualAlloc(None, 4096, 0x3000, 0x04)  # MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE
-        if not page:
-            return False
-        ctypes.memmove(page, code, len(code))
-        old = wintypes.DWORD()
-        if not k32.VirtualProtect(page, 4096, 0x20, ctypes.byref(old)):  # PAGE_EXECUTE_READ
-            return False
-        k32.FlushInstructionCache(k32.GetCurrentProcess(), ctypes.c_void_p(page), ctypes.c_size_t(len(code)))
-        k32.SetUnhandledExceptionFilter(page)
-    except Exception:  # an unknown machine, or a call refused: the job's die-on-exception flag remains
-        return False
-    return True
 
 
 def _close_fds(keep: Iterable[int]) -> list[str]:

@@ -30,7 +30,9 @@ import traceback
 from typing import Any, NoReturn
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CHILD_MODULES = frozenset({"_child", "_filesystem", "_framing", "_harden", "_seccomp", "_wire", "_ops"})
+_CHILD_MODULES = frozenset(
+    {"_child", "_crashfilter", "_filesystem", "_framing", "_harden", "_seccomp", "_wire", "_ops"}
+)
 _CHANNEL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
@@ -136,6 +138,10 @@ def _standby_main(host: str, port: int, tests: bool) -> NoReturn:
     wrote on our stdin, and become the worker its config (the first frame) describes."""
     token = sys.stdin.buffer.read(_TOKEN_BYTES)
     _mark("started", "standby")
+    # a crash while warming up (torch's import) ends the standby at once, as a worker's crash does: the grader
+    # sees it exit instead of waiting out STARTUP_S for a process held by a debugger (Wine starts one)
+    with contextlib.suppress(Exception):
+        __import__("_crashfilter").crash_ends_the_process()
     saved = os.dup(1), os.dup(2)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # the warm-up's warnings are not the student's output
