@@ -429,3 +429,25 @@ def test_projections_wrapped_in_parameters_are_cut_from_the_graph_at_the_wrappin
         "inputs_cut_from_graph",
         "scale_by_sqrt_T",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "returned"),
+    [("scores_returned_as_weights", "    return out, att"), ("logits_returned_functional", "    return out, logits")],
+)
+def test_the_scores_returned_as_the_weights_are_named_at_the_return(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool, name: str, returned: str
+) -> None:
+    """``return out, att`` where ``att`` is what the softmax was given: out is right, the weights are the scores
+    (-inf, or -1e9, where a key is hidden). Before, no cause (or 'non-finite outputs' for the -inf) and every check
+    of the weights counted one by one; now the catalog's mistake, at the return, explaining the checks the
+    non-finite weights left unobserved too (one mistake, one deduction)."""
+    result = _graded(tmp_path, rubric, pool, name)
+    [returned_cause] = [c for c in result.diagnosis if c.id == "scores_returned"]
+    assert returned_cause.where is not None and returned_cause.where.line == line_of(HEADS / f"{name}.py", returned)
+    assert {"reference_match", "row_stochastic", "causal_mask"} <= set(returned_cause.explains)
+    others = {c.id for c in result.diagnosis if not c.id.startswith("missing:")} - {"scores_returned"}
+    # the -1e9 fill does not fit in float16: numerical_stability's own cause, at the fill
+    assert others == ({"weak_mask_fill"} if name == "scores_returned_as_weights" else set()), result.diagnosis
+    failing = {c.id for c in result.checks if c.status in ("failed", "error", "timeout")}
+    assert failing <= {cid for c in result.diagnosis for cid in c.explains}  # every failure explained

@@ -42,7 +42,7 @@ CAUSES = {
     "mask_after_softmax_renorm", "weak_mask_constant", "weak_mask_fill", "mask_inverted", "mask_value_derived",
     "causal_flag_ignored",
     "softmax_wrong_axis", "softmax_over_batch", "softmax_in_float32", "dropout_left_on", "unstable_softmax",
-    "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection",
+    "weights_transposed", "scores_transposed", "keys_from_query_projection", "no_value_projection", "scores_returned",
     "output_dtype", "weights_dtype", "no_autograd_graph", "leaky_mask_fill", "leaky_mask_constant",
     "fixed_size_buffer", "unsupported_dtype", "scale_in_float32", "branch_crash", "computed_outside_torch",
     "computed_in_float32", "non_finite_outputs", "width_crash", "one_value_breach", "scale_tensor_in_float32",

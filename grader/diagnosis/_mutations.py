@@ -47,7 +47,8 @@ MUTATIONS: dict[str, tuple[str, ...]] = {
     "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
     "dtype": ("softmax_in_float32", "scale_in_float32"),
     "randomness": ("dropout_left_on",),
-    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection"),
+    # what is multiplied, and which value is returned as the weights
+    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection", "scores_returned"),
     # its own slot: values never projected compose with the keys' projection and the weights returned (issue 35)
     "values": ("no_value_projection",),
 }
@@ -60,6 +61,10 @@ FITTED = {
     "scale_in_float32": "divides",  # 1: scores divided by a float32 1/scale; 0: multiplied by a float32 scale
 }
 
+# A fitted mask constant of magnitude below this leaks at ordinary scores (float64's exp underflows only past
+# -745): it gets the "leaky" id, priced as the broken mask it is; a larger one masks exactly at ordinary scores
+# and fails only at huge scores or in low precision (the "weak" id of the search).
+ORDINARY_SCORES = 1e3
 Combo = tuple[str, ...]  # mutation ids, at most one per slot, in SLOTS order
 
 
@@ -166,6 +171,9 @@ def forward(
     smax = _pick(combo, "softmax")
     if theirs is not None and proj == "weights_transposed":
         theirs = theirs.transpose(-2, -1)
+    returned = theirs  # what the head returned as its weights
+    if theirs is not None and proj == "scores_returned":
+        theirs = torch.softmax(theirs, dim=-1)  # the weights they make: what the constants are fitted from
     q = X @ W_Q  # (B, T, d_k)
     k = X @ (W_Q if proj == "keys_from_query_projection" else W_K)  # (B, T, d_k)
     v = X if _pick(combo, "values") == "no_value_projection" else X @ W_V  # (B, T, d_v) or (B, T, d)
@@ -203,6 +211,7 @@ def forward(
             return None
         s = masked
         seen["masked"] = s
+    before_softmax = s  # (B, T, T): what a head returning its scores as the weights returns
     if _pick(combo, "dtype") == "softmax_in_float32":
         s = s.float()
     if smax == "unstable_softmax":
@@ -225,7 +234,22 @@ def forward(
         w = torch.where(theirs == 0, torch.zeros_like(w), w / (1 - p))
     out = w @ v  # (B, T, T) x (B, T, d_v) -> (B, T, d_v)
     seen.update(weights=w, out=out)
+    if proj == "scores_returned":
+        return out, _filled_as_returned(before_softmax.to(X.dtype), returned)
     return out, (w.transpose(-2, -1) if proj == "weights_transposed" else w)
+
+
+def _filled_as_returned(scores: torch.Tensor, returned: torch.Tensor | None) -> torch.Tensor:
+    """The masked scores a head returns as its weights, with the head's own fill where the mask hides with -inf,
+    when that fill is one constant that masks as -inf does (-1e9: no mistake of its weights, only of the return)."""
+    hidden = torch.isneginf(scores)
+    if returned is None or returned.shape != scores.shape or not bool(hidden.any()):
+        return scores
+    there = returned[hidden]
+    c = float(there.flatten()[0])
+    if math.isfinite(c) and c <= -ORDINARY_SCORES and bool((there == c).all()):
+        return scores.masked_fill(hidden, c)
+    return scores
 
 
 def _float32_scaled(raw: torch.Tensor, scale: float, fit: Fit) -> torch.Tensor | None:

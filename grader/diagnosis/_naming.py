@@ -13,14 +13,10 @@ import math
 
 from grader.diagnosis._bugs import Bug, bugs_of
 from grader.diagnosis._causes import cause, model_cause_ids
-from grader.diagnosis._mutations import FITTED
+from grader.diagnosis._mutations import FITTED, ORDINARY_SCORES
 from grader.models import Diagnosis
 from grader.oracle import Oracle, load_oracle
 
-# A fitted mask constant of magnitude below this leaks at ordinary scores (float64's exp underflows only past
-# -745): it gets the "leaky" id, priced as the broken mask it is; a larger one masks exactly at ordinary scores
-# and fails only at huge scores or in low precision (the "weak" id of the search).
-ORDINARY_SCORES = 1e3
 FLOAT16_MAX, FLOAT32_MAX = 65504.0, 3.4028234663852886e38
 LEAKY = {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_constant"}
 # Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the

@@ -514,7 +514,7 @@ def _return_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
 
 # mutations of what the head returns alone: with no line after the walk (no op made the value: a NumPy head's
 # ``torch.from_numpy(w.transpose(0, 2, 1))``), the line that returns it
-RETURNED_ONLY = ("weights_transposed",)
+RETURNED_ONLY = ("weights_transposed", "scores_returned")
 
 
 def _returning_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:

@@ -585,6 +585,7 @@ FAMILIES: dict[str, frozenset[str]] = {
     "computed_in_float32": frozenset({"precision"}),
     "dropout_left_on": frozenset({"dropout"}),
     "weights_transposed": frozenset({"output"}),
+    "scores_returned": frozenset({"output"}),
     "scores_transposed": frozenset({"keys"}),
     "keys_from_query_projection": frozenset({"keys"}),
     "no_value_projection": frozenset({"values"}),
