@@ -19,7 +19,7 @@ from grader.diagnosis import diagnose
 from grader.diagnosis._departure import SUM_OF_SCORES
 from grader.head import Head
 from grader.library import load_reference
-from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult
 from grader.oracle import LiveOracle
 from grader.rubric import Rubric
 from grader.runner import grade
@@ -449,5 +449,5 @@ def test_the_scores_returned_as_the_weights_are_named_at_the_return(
     others = {c.id for c in result.diagnosis if not c.id.startswith("missing:")} - {"scores_returned"}
     # the -1e9 fill does not fit in float16: numerical_stability's own cause, at the fill
     assert others == ({"weak_mask_fill"} if name == "scores_returned_as_weights" else set()), result.diagnosis
-    failing = {c.id for c in result.checks if c.status in ("failed", "error", "timeout")}
+    failing = {c.id for c in result.checks if c.status in FAILING}
     assert failing <= {cid for c in result.diagnosis for cid in c.explains}  # every failure explained

@@ -33,10 +33,9 @@ from grader.diagnosis._known import (
     student_side,
 )
 from grader.diagnosis._ladder import climb, with_mask_constant
-from grader.diagnosis._mutations import SLOT_OF, SLOTS, Combo, Fit, _pick, forward
+from grader.diagnosis._mutations import ORDINARY_SCORES, SLOT_OF, SLOTS, Combo, Fit, _pick, forward
 from grader.diagnosis._naming import (
     LEAKY,
-    ORDINARY_SCORES,
     SELF_CONTAINED,
     contract_cause,
     known_cause,
