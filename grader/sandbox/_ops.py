@@ -696,6 +696,9 @@ class _Trace:
         # frame -> local -> (the object it holds, line and code where it was last bound): the line tracer's
         # record of where each name a recorded line reads got its value (a constant made on another line)
         self.bound: dict[int, dict[str, tuple[Any, int, str, str]]] = {}  # (number, line, file, name bound there)
+        # object -> attribute -> the same, for the numbers a method's ``self`` holds (``self.scale = d ** -0.5`` in
+        # ``__init__``, read as ``q * self.scale`` in ``forward``); the objects are kept (``keep``): no id reused
+        self.attrs: dict[int, dict[str, tuple[Any, int, str, str]]] = {}
         self.real: dict[str, str] = {}  # file -> its real path
         self.frame: Any = None  # the submission's frame of the last site() found
         self.module_lines: dict[str, dict[str, int]] = {}  # file -> global -> its top-level line
@@ -790,11 +793,14 @@ class _Trace:
             return []
         bound = self.bound.get(id(f), {})
         out: list[Header] = []
-        for name in _names(where[2])[:DEFS_PER_RECORD]:
+        names = _names(where[2])[:DEFS_PER_RECORD]
+        for name in (*names, *_attributes(where[2])[:DEFS_PER_RECORD]):
             value: Any = None
             line, path, shown = 0, f.f_code.co_filename, name
             if name in bound:
                 value, line, path, shown = bound[name]
+            elif "." in name:
+                value, line, path, shown = self.attribute(f, name) or (None, 0, path, name)
             elif name in f.f_globals and name not in f.f_code.co_varnames:
                 value, line = f.f_globals[name], self.module_line(path, name)
             if path not in self.real:
@@ -814,6 +820,12 @@ class _Trace:
             )
         return out
 
+    def attribute(self, frame: Any, name: str) -> tuple[Any, int, str, str] | None:
+        """Where ``obj.attr`` (``name``) of a local object of ``frame`` got the number it holds, if it was seen."""
+        obj, _, attr = name.partition(".")
+        held = self.attrs.get(id(frame.f_locals.get(obj)), {}).get(attr) if obj in frame.f_locals else None
+        return (held[0], held[1], held[2], name) if held is not None else None
+
     def passed(self, caller: Any, value: Any) -> tuple[int, str, str]:
         """(line, file, name) where the object ``value`` a call passed got bound in the calling frame of the
         submission: the binding of the caller's name holding it, or its module-level assignment; else the
@@ -822,7 +834,12 @@ class _Trace:
 
         path = caller.f_code.co_filename
         bound = self.bound.get(id(caller), {})
-        for name in _names(linecache.getline(path, caller.f_lineno)):
+        code = linecache.getline(path, caller.f_lineno)
+        for name in _attributes(code):  # ``f(q, self.scaling)``: where the attribute got it
+            held = self.attribute(caller, name)
+            if held is not None and held[0] is value and held[1]:
+                return held[1], held[2], name
+        for name in _names(code):
             if name in bound and bound[name][0] is value and bound[name][1]:
                 return bound[name][1:]
             if name not in bound and caller.f_globals.get(name, None) is value:
@@ -852,6 +869,7 @@ class _Trace:
 
 
 DEFS_PER_RECORD = 16  # names of one line looked up
+ATTRS_PER_OBJECT = 64  # attributes of a method's ``self`` watched for the numbers they hold
 
 
 @functools.lru_cache(maxsize=1024)
@@ -869,6 +887,22 @@ def _names(code: str) -> tuple[str, ...]:
                 out[t.string] = None
     except (tokenize.TokenError, SyntaxError):
         pass
+    return tuple(out)
+
+
+def _attributes(code: str) -> tuple[str, ...]:
+    """The attributes of a name a line of source reads (``self.scale``), in order."""
+    import io
+    import tokenize
+
+    out: dict[str, None] = {}
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type != tokenize.NL]
+    except (tokenize.TokenError, SyntaxError):
+        return ()
+    for a, dot, b in zip(tokens, tokens[1:], tokens[2:], strict=False):
+        if a.type == b.type == tokenize.NAME and dot.string == ".":
+            out[f"{a.string}.{b.string}"] = None
     return tuple(out)
 
 
@@ -1005,6 +1039,20 @@ def _array_tracer(trace: _Trace) -> Any:
             else:
                 at, path, name = trace.passed(caller, v)
                 seen[var] = (v, at, path, name or var)
+        me = frame.f_locals.get("self")
+        attrs = vars(me) if me is not None and hasattr(me, "__dict__") else None
+        if isinstance(attrs, dict):  # a method's object: where each number it holds was set
+            held = trace.attrs.setdefault(id(me), {})
+            if not held:
+                trace.keep.append(me)
+            for name, v in list(attrs.items())[:ATTRS_PER_OBJECT]:
+                old = held.get(name)
+                if old is not None and old[0] is v:
+                    continue
+                if _number(v) and isinstance(name, str):
+                    held[name] = (v, line, frame.f_code.co_filename, name)
+                else:
+                    held.pop(name, None)
 
     def passed_inputs(frame: Any, bound: dict[str, str]) -> None:
         """The parameters a call bound to an input tensor itself, each as an alias made where the caller (the
