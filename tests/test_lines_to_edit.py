@@ -409,8 +409,8 @@ def test_a_head_cast_to_float32_is_pointed_at_the_cast_and_nothing_else_is(
     by_id = {c.id: c for c in result.diagnosis}
     [float32] = [c for c in result.diagnosis if c.id in ("computed_in_float32", "softmax_in_float32")]
     assert float32.where is not None and float32.where.line in casts, float32.where
-    scale = by_id["scale_by_dk"]
-    assert scale.where is None or scale.where.line == line_of(path, "/ d_k"), scale.where
+    scale = by_id["scale_by_dk"]  # found behind the float32 values (the walk takes them to float32 accuracy)
+    assert scale.where is not None and scale.where.line == line_of(path, "/ d_k"), scale.where
 
 
 def test_projections_wrapped_in_parameters_are_cut_from_the_graph_at_the_wrapping(
@@ -451,3 +451,87 @@ def test_the_scores_returned_as_the_weights_are_named_at_the_return(
     assert others == ({"weak_mask_fill"} if name == "scores_returned_as_weights" else set()), result.diagnosis
     failing = {c.id for c in result.checks if c.status in FAILING}
     assert failing <= {cid for c in result.diagnosis for cid in c.explains}  # every failure explained
+
+
+def test_a_head_that_runs_in_float32_only_is_one_crash_and_its_scale_is_found_behind_it(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """A softmax taken in float32 and never cast back raises in every float64 check (and for float16): before, the
+    crash was named three times (the function's crash, score_scaling's, and the dtype's) and the walk stopped at
+    the float32 weights, which a patch in their own dtype cannot make float64, so the scale by sqrt(d_v) behind
+    them had no cause. Now one crash, for the dtypes it raises in, at the line that made the float32 values, and
+    the walk goes past the float32 weights (equal to the lecture's to float32 accuracy) to the scale, at the line
+    that sets it."""
+    result = _graded(tmp_path, rubric, pool, "softmax_float32_never_cast_back")
+    path = HEADS / "softmax_float32_never_cast_back.py"
+    ids = [c.id for c in result.diagnosis if not c.id.startswith("missing:")]
+    assert ids.count("unsupported_dtype") == 1 and not any(c.startswith("crash:") for c in ids), ids
+    [crash] = [c for c in result.diagnosis if c.id == "unsupported_dtype"]
+    # at the line that makes the float32 weights the float64 values meet (the line to edit), not the product
+    assert "float64" in crash.title and crash.where is not None
+    assert crash.where.line == line_of(path, "attn = F.softmax("), crash.where
+    [scale] = [c for c in result.diagnosis if c.id == "scale_by_sqrt_dv"]
+    assert scale.where is not None and scale.where.line == line_of(path, "scale = 1.0 /"), scale.where
+    missing = {x for c in result.diagnosis if c.id.startswith("missing:") for x in c.explains}
+    failing = {c.id for c in result.checks if c.status in FAILING} - missing
+    assert failing <= set(crash.explains)  # every check the crash stopped, charged once
+
+
+# issue 35, item 2: the number that had to change, set as an attribute of the module (``self.scale`` in
+# ``__init__``, read in ``forward``, or passed on to a function): the line that sets it, as for a local
+HELD = {
+    "scale_held_by_the_module": ("scale_times_sqrt_dk", "self.scale = W_Q.shape[1] ** 0.5"),
+    "scaling_passed_from_the_module": ("scale_by_sqrt_d_model", "self.scaling = hidden_size**-0.5"),
+}
+
+
+@pytest.mark.parametrize("name", HELD)
+def test_a_scale_held_by_the_module_points_where_the_module_sets_it(
+    name: str, tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    cid, sets = HELD[name]
+    result = _graded(tmp_path, rubric, pool, name)
+    [scale] = [c for c in result.diagnosis if c.id == cid]
+    assert scale.where is not None and scale.where.line == line_of(HEADS / f"{name}.py", sets), scale.where
+    assert [c.id for c in result.diagnosis if not c.id.startswith("missing:")] == [cid]
+
+
+def test_a_mask_read_off_zero_scores_and_a_softmax_without_dim_are_each_at_their_line(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """``F.softmax(wei)`` of a 3-D tensor is over the batch axis, which with -inf in the same place of every
+    sequence makes NaN: the model's fill for a mask read off the values was -1e9 until a row with nothing left
+    showed, so no combination matched and only 'non-finite outputs' was said. NaN where the mask hides, along any
+    axis, is -inf. The value-made mask departs only where a score is exactly 0 (not on the traced probe): its line
+    is the comparison that makes it."""
+    result = _graded(tmp_path, rubric, pool, "mask_from_zero_scores_softmax_without_dim")
+    path = HEADS / "mask_from_zero_scores_softmax_without_dim.py"
+    by_id = {c.id: c for c in result.diagnosis if not c.id.startswith("missing:")}
+    assert set(by_id) == {"mask_value_derived", "softmax_over_batch"}, by_id
+    mask, softmax = by_id["mask_value_derived"].where, by_id["softmax_over_batch"].where
+    assert mask is not None and mask.line == line_of(path, "wei == 0"), mask
+    assert softmax is not None and softmax.line == line_of(path, "F.softmax(wei)"), softmax
+
+
+def test_a_bias_made_in_float32_is_the_dtype_crash_at_the_line_that_makes_it(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The head runs in float64 and float32 and raises for float16: the crash had no line (the traced probe is
+    float64, where nothing raises). Traced in the dtype that raises, it is at the line that made the value of
+    another dtype the float16 ones meet (the bias of ``torch.full`` in the default dtype), not at the product."""
+    result = _graded(tmp_path, rubric, pool, "bias_made_in_float32")
+    [crash] = [c for c in result.diagnosis if c.id == "unsupported_dtype"]
+    assert "float16" in crash.title and "float64" not in crash.title, crash.title
+    path = HEADS / "bias_made_in_float32.py"
+    assert crash.where is not None and crash.where.line == line_of(path, "torch.full((T, T)"), crash.where
+
+
+def test_an_exp_without_the_max_in_a_row_by_row_loop_is_at_the_exp(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Each row a vector of its own length (no stage's shape): the walk sees only the stacked rows, and the exp
+    without the row's max was named with no line. It is at the exp of a value computed from the inputs."""
+    result = _graded(tmp_path, rubric, pool, "row_by_row_exp")
+    [exp] = [c for c in result.diagnosis if c.id == "unstable_softmax"]
+    assert exp.where is not None and exp.where.line == line_of(HEADS / "row_by_row_exp.py", "torch.exp(s)"), exp
+    assert [c.id for c in result.diagnosis if not c.id.startswith("missing:")] == ["unstable_softmax"]

@@ -22,7 +22,9 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -332,9 +334,33 @@ def models(
 # ---- comparing values ------------------------------------------------------------------------------
 
 
-def _equal(a: torch.Tensor, b: torch.Tensor, rtol: float = RTOL, atol: float = ATOL) -> bool:
+FLOAT32_RTOL, FLOAT32_ATOL = 1e-5, 1e-7  # float32 agreement (about 1e-7 relative per op, a few ops deep)
+# the agreement ``_equal`` asks by default: float64's, or float32's while a float32 value is described
+_ACCURACY: ContextVar[tuple[float, float]] = ContextVar("accuracy", default=(RTOL, ATOL))
+
+
+@contextmanager
+def float32_accuracy() -> Iterator[None]:
+    """Within it, values are equal to float32 accuracy (a value the head computed in float32, described by the
+    walk: its float32 rounding is named elsewhere, what else departs is described here)."""
+    token = _ACCURACY.set((FLOAT32_RTOL, FLOAT32_ATOL))
+    try:
+        yield
+    finally:
+        _ACCURACY.reset(token)
+
+
+def _ratio_rtol() -> float:
+    """How far the ratios of a value to a stage may differ and still be one constant factor."""
+    return max(1e-7, _ACCURACY.get()[0])
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor, rtol: float | None = None, atol: float | None = None) -> bool:
     """Equal within ``rtol`` of the largest finite entry, with NaN where the other has NaN and the same
-    infinities (allclose: inf equals only inf of its sign, NaN only NaN with equal_nan)."""
+    infinities (allclose: inf equals only inf of its sign, NaN only NaN with equal_nan). By default to float64
+    accuracy (float32's within :func:`float32_accuracy`)."""
+    if rtol is None or atol is None:
+        rtol, atol = _ACCURACY.get()
     if a.shape != b.shape:
         return False
     a, b = a.double(), b.double()
@@ -1113,6 +1139,10 @@ def _wrong_numbers(
         said = describe_fit(v, expected)
         if said is not None and said.startswith("FACTOR:"):
             out.append((float(said.removeprefix("FACTOR:")) * d_k**-0.5, (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
+    if due in ("Q", "K") and expected is not None and v.shape == expected.shape:  # ``q = q * self.scale``: the
+        said = describe_fit(v, expected)  # factor the queries (or keys) were scaled by, where 1/sqrt(d_k) belongs
+        if said is not None and said.startswith("FACTOR:"):
+            out.append((float(said.removeprefix("FACTOR:")), (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
     if due == "masked" and "scaled" in stages and v.shape == stages["scaled"].shape and v.dim() == 3:
         T = v.shape[-1]
         future = torch.ones(T, T, dtype=torch.bool).triu(1).expand_as(v)
@@ -1341,7 +1371,7 @@ FLOAT32_WORDS = "it was computed in float32"  # how a value off by float32 round
 
 
 def _float32(v: torch.Tensor, e: torch.Tensor) -> str | None:
-    if v.shape != e.shape or not _equal(v, e, 1e-5, 1e-7):
+    if v.shape != e.shape or not _equal(v, e, FLOAT32_RTOL, FLOAT32_ATOL):
         return None
     return f"equal to it only to float32 accuracy (about 1e-7 relative): {FLOAT32_WORDS}"
 
@@ -1355,7 +1385,9 @@ def _factor(v: torch.Tensor, e: torch.Tensor) -> str | None:
         return None
     ratios = v[ok] / e[ok]
     c = float(ratios.median())
-    if math.isclose(c, 1.0, rel_tol=1e-6) or not bool(torch.allclose(ratios, torch.full_like(ratios, c), rtol=1e-7)):
+    if math.isclose(c, 1.0, rel_tol=1e-6) or not bool(
+        torch.allclose(ratios, torch.full_like(ratios, c), rtol=_ratio_rtol())
+    ):
         return None
     return f"FACTOR:{c!r}"
 
@@ -1433,7 +1465,7 @@ def _dropout(v: torch.Tensor, e: torch.Tensor) -> str | None:
         return None
     k = v[kept] / e[kept]
     c = float(k.median())
-    if not math.isfinite(c) or c <= 1 or not bool(torch.allclose(k, torch.full_like(k, c), rtol=1e-7)):
+    if not math.isfinite(c) or c <= 1 or not bool(torch.allclose(k, torch.full_like(k, c), rtol=_ratio_rtol())):
         return None
     p = 1 - 1 / c
     return f"{int(zeroed.sum())} entries zeroed and the rest scaled by {c:.4g}: dropout with p = {p:.3g} left on"

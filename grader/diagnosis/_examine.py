@@ -128,6 +128,13 @@ def _examine(
         "by_width", (None, where), by_width, head, _left(failing, [c for c in (size, flag) if c]), where
     )  # issue 30
     causes = absorbed(causes, width) if width else causes
+    # a head that raises in float64 wherever it runs, and runs in another dtype: one crash, found before the others
+    # (a float32 softmax meeting float64 values raises in every float64 check; its crashes are one mistake)
+    everywhere = bool(seen[ATTENTION]) and all(s.error for s in seen[ATTENTION] or [])
+    dtype, bad = (None, "")
+    if everywhere and not where.moved:
+        dtype, bad = run("by_dtype", (None, ""), by_dtype, head, _left(failing, []), where)
+        causes = absorbed(causes, dtype) if dtype else causes
     # the head's other mistakes, sought where it runs (at the length it takes, in the branch that works)
     probes = attention_probes(where.length, where.flags, where.square) if where.moved else PROBES[ATTENTION]()
     runs = run("probe", None, student_side, head, ATTENTION, probes) if where.moved else seen[ATTENTION]
@@ -156,10 +163,11 @@ def _examine(
         known = [known_cause(bug, failed) for bug in run("known", [], _known, seen[fn], fn, bugs)]
         makers += [d.id for d in known if fn == ATTENTION and _non_finite_runs(runs)]  # it matched them, NaN too
         causes += known
-    dtype, bad = run(
-        "by_dtype", (None, ""), by_dtype, head, _left(failing, causes) + _crashed_too(failing, causes), where
-    )
-    causes += [dtype] if dtype else []
+    if dtype is None:
+        dtype, bad = run(
+            "by_dtype", (None, ""), by_dtype, head, _left(failing, causes) + _crashed_too(failing, causes), where
+        )
+        causes += [dtype] if dtype else []
     causes += run("missing", [], _missing, failing) + run("uninstalled", [], _uninstalled, failing)
     causes += run("breaches", [], _breaches, _left(failing, causes), passed)
     causes += run("graph_cut", [], _graph_cut, head, probes, runs, _left(failing, causes), where)

@@ -45,12 +45,15 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from grader.diagnosis._departure import (
+    FLOAT32_ATOL,
+    FLOAT32_RTOL,
     NAMES,
     PROBE_B,
     PROBE_D,
@@ -85,6 +88,8 @@ from grader.diagnosis._departure import (
     _wrong_numbers,
     cast_of,
     describe,
+    describe_fit,
+    float32_accuracy,
     probe,
     stages_of,
     traced,
@@ -172,14 +177,35 @@ def _shaped(r: Record, stages: dict[str, torch.Tensor]) -> bool:
     return any(True for s in stages.values() for _ in layouts(s, v.shape))
 
 
-def match(r: Record, stages: dict[str, torch.Tensor]) -> tuple[str, str] | None:
-    """(stage, layout) of the latest stage ``r``'s value equals in some layout, if any."""
+# the ops that cast a value to another dtype: a cast can be walked away (its pass-through is its input)
+CASTS = frozenset({"float", "half", "bfloat16", "double", "to", "type", "type_as"})
+
+
+def _agrees(v: torch.Tensor, stage: torch.Tensor, op: str = "") -> bool:
+    """Whether ``v`` (made by ``op``) is ``stage``: to float64 accuracy, or to float32's where ``v`` is float32 and
+    not a cast itself. A patch takes the dtype of the value it replaces, so a value computed in float32 from float32
+    values (after ``X = X.float()``, a softmax with ``dtype=torch.float32``) cannot be repaired to float64 accuracy:
+    the walk goes past it to the mistakes behind it, and the float32 arithmetic is named by the first departure
+    (its cause's line, ``_pointing``). A cast to float32 stays a departure: its pass-through repairs it."""
+    if _equal(v, stage):
+        return True
+    return v.dtype == torch.float32 and op not in CASTS and _equal(v, stage, FLOAT32_RTOL, FLOAT32_ATOL)
+
+
+def _cast32(r: Record) -> bool:
+    """A cast to float32 (``.float()``, ``.to(torch.float32)``): a departure the walk can repair (pass-through)."""
+    return r.op in CASTS and r.value is not None and r.value.dtype == torch.float32
+
+
+def match(r: Record, stages: dict[str, torch.Tensor], exact: bool = False) -> tuple[str, str] | None:
+    """(stage, layout) of the latest stage ``r``'s value equals in some layout, if any (``exact``: to float64
+    accuracy, whatever its dtype)."""
     v = r.value
     if v is None or not v.dtype.is_floating_point:
         return None
     for stage in sorted(stages, key=lambda s: -RANK[s]):
         for name, form in layouts(stages[stage], v.shape):
-            if _equal(v, form):
+            if _equal(v, form) if exact else _agrees(v, form, r.op):
                 return stage, name
     return None
 
@@ -216,6 +242,7 @@ def departing(
     reached)."""
     derived = _derived(trace)
     read = {x for q in trace.records for x in q.reads}
+    read |= set((trace.raised or {}).get("reads") or ())  # what the raising op read: a wrong dtype meets it there
     masking = _masking_only(trace)
     unscaled = _offered(stages).get(UNSCALED)
     good: dict[int, tuple[str, str]] = {}
@@ -256,11 +283,15 @@ def departing(
         mine = lineage(r)
         reached = max((RANK[good[int(a[2:])][0]] for a in mine if int(a[2:]) in good), default=-1)
         before = unscaled is not None and reached == RANK["scores"]
-        if before and any(_equal(v, form) for _, form in layouts(unscaled, v.shape)):  # type: ignore[arg-type]
+        if before and any(_agrees(v, form, r.op) for _, form in layouts(unscaled, v.shape)):  # type: ignore[arg-type]
             continue  # the scores masked before the scale: an equivalent form, whatever comes after it
         # a value an intervention put in says nothing of what led to it (the output patched where X is used as V)
         later = [x for x in records[k + 1 :] if (x.numpy or name in lineage(x)) and x.index not in trace.patched]
-        if any((h := hit(x)) is not None and RANK[h[0]] > reached for x in later):
+        if _cast32(r):  # a cast to float32 is on the way only to a stage made exactly (then cast back)
+            later_hits = [match(x, stages, exact=True) if _shaped(x, stages) else None for x in later]
+        else:
+            later_hits = [hit(x) for x in later]
+        if any(h is not None and RANK[h[0]] > reached for h in later_hits):
             continue  # on the way to a stage (a hand-written softmax's exp, a -1e9 fill at ordinary scores)
         return _Departing(r, reached, dict(good))
     return None
@@ -296,9 +327,10 @@ def repaired(trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
     got = [t for t in trace.returns if t is not None]
     if trace.raised is not None or len(got) < 2:
         return False
+    cast = "to" if any(r.op in CASTS and f"v:{r.index}" in trace.returned for r in trace.records) else ""
     for t, stage in zip(got[:2], ("out", "weights"), strict=True):
         t = t.squeeze(1) if t.dim() == 4 and t.shape[1] == 1 else t
-        if t.shape != stages[stage].shape or not _equal(t, stages[stage]):
+        if t.shape != stages[stage].shape or not _agrees(t, stages[stage], cast):
             return False
     return True
 
@@ -371,7 +403,9 @@ def candidates(trace: Trace, dep: _Departing, stages: dict[str, torch.Tensor], o
         out.append(_Candidate("", True, [{**_site(x), "nth": _nth(trace, x), "value": None} for x in at]))
     offered = _offered(stages)
     for stage in sorted(offered, key=lambda s: RANK.get(s, RANK["masked"])):
-        if RANK.get(stage, RANK["masked"]) < dep.reached or stage == "K^T" or only not in ("", stage):
+        if RANK.get(stage, RANK["masked"]) < dep.reached or stage in ("K^T", *PRESCALED.values()):
+            continue
+        if only not in ("", stage):
             continue
         if stage == UNSCALED and (dep.reached != RANK["scores"] or not _fits(r, offered[stage])):
             continue  # only a mask applied to the unscaled scores (its pattern or fill wrong) takes them
@@ -394,18 +428,45 @@ def candidates(trace: Trace, dep: _Departing, stages: dict[str, torch.Tensor], o
         else:
             patches = [{**_site(r), "nth": _nth(trace, r), "value": form, "stage": stage, "layout": name}]
         out.append(_Candidate(stage, False, patches, layout=name))
+    return out + _prescaled(trace, r, dep, stages, only)
+
+
+def _prescaled(
+    trace: Trace, r: Record, dep: _Departing, stages: dict[str, torch.Tensor], only: str
+) -> list[_Candidate]:
+    """The queries (or keys) scaled by 1/sqrt(d_k), in place of a departing value that is them times another
+    constant (``q = q * self.scale``): the equivalent form of the lecture's scale, put where the head scales, so
+    that a wrong scale is one change (dropping the multiply would leave the scores unscaled, a second one)."""
+    assert r.value is not None
+    out: list[_Candidate] = []
+    offered = _offered(stages)
+    for stage, scaled in PRESCALED.items():
+        if stage not in stages or only not in ("", scaled) or RANK[stage] < dep.reached:
+            continue
+        for (name, plain), (_, value) in zip(
+            layouts(stages[stage], r.value.shape), layouts(offered[scaled], r.value.shape), strict=True
+        ):
+            fit = describe_fit(r.value, plain) if not name.startswith("seq:") else None
+            if fit is not None and fit.startswith("FACTOR:"):
+                patch = {**_site(r), "nth": _nth(trace, r), "value": value, "stage": scaled, "layout": name}
+                out.append(_Candidate(scaled, False, [patch], layout=name))
+                break
     return out
 
 
+# the queries or the keys scaled by 1/sqrt(d_k) before the product (an equivalent form): offered only in place of
+# them times another constant (``_prescaled``), never for another departure
+PRESCALED = {"Q": "Q / sqrt(d_k)", "K": "K / sqrt(d_k)"}
 UNSCALED = "masked before the scale"  # masked Q K^T: a head that masks, then scales, holds them (an equivalent form)
 
 
 def _offered(stages: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The stages a value may be replaced by: the lecture's, and at causal=True the masked scores before the
     scale (a head that masks, then scales, is patched in its own order, not to the scaled stage a line early)."""
+    prescaled = {name: stages[s] * stages["Q"].shape[-1] ** -0.5 for s, name in PRESCALED.items() if s in stages}
     if "masked" not in stages:
-        return stages
-    return {**stages, UNSCALED: stages["masked"] * math.sqrt(stages["Q"].shape[-1])}
+        return {**stages, **prescaled}
+    return {**stages, **prescaled, UNSCALED: stages["masked"] * math.sqrt(stages["Q"].shape[-1])}
 
 
 def _change(a: torch.Tensor | None, b: torch.Tensor | None) -> float:
@@ -475,12 +536,14 @@ def walk(
             return found, False
         r = dep.record
         due = best.stage or _due(r, stages)
+        due = next((plain for plain, scaled in PRESCALED.items() if scaled == due), due)  # said of Q (or K)
         value = _canonical(trace, r, best.layout)
         seen = replace(r, value=value)
         view = stages  # the stages the value is described against: before the scale, the scores are the scaled
         if due == UNSCALED:
             due, view = "masked", {**stages, "scaled": stages["scores"], "masked": _offered(stages)[UNSCALED]}
-        words = describe(seen, due, view, tensors, causal) if value is not None else f"a value where {due} is due"
+        with float32_accuracy() if value is not None and value.dtype == torch.float32 else nullcontext():
+            words = describe(seen, due, view, tensors, causal) if value is not None else f"a value where {due} is due"
         context = trace.context.get(r.file, {})
         good = {k: h[0] for k, h in dep.good.items()}
         alike = _masked_alike(trace, good)

@@ -271,8 +271,11 @@ def _hide(s: torch.Tensor, hidden: torch.Tensor, fit: Fit, theirs: torch.Tensor 
     """``s`` with ``hidden`` filled by the head's constant, read off a row with nothing left: -inf leaves it
     NaN, a finite fill (-1e9, the usual one, until such a row shows) leaves it uniform."""
     whole = hidden.expand_as(s).all(-1)  # (B, T)
-    if "hide_fill" not in fit.values and theirs is not None and bool(whole.any()):
-        fit.values["hide_fill"] = -math.inf if bool(torch.isnan(theirs[whole]).any()) else -1e9
+    if "hide_fill" not in fit.values and theirs is not None and theirs.shape == s.shape:
+        if bool(torch.isnan(theirs[hidden.expand_as(s)]).any()):  # NaN where it hides, along whatever axis the
+            fit.values["hide_fill"] = -math.inf  # softmax takes (over the batch: a key hidden in every sequence)
+        elif bool(whole.any()):
+            fit.values["hide_fill"] = -math.inf if bool(torch.isnan(theirs[whole]).any()) else -1e9
     return s.masked_fill(hidden, fit.values.get("hide_fill", -1e9))
 
 

@@ -28,7 +28,9 @@ from grader.diagnosis._departure import (
     SUBSTITUTIONS,
     TITLES,
     Departure,
+    Record,
     Trace,
+    _derived,
     _dropout,
     _equal,
     _float32,
@@ -43,7 +45,7 @@ from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
 from grader.diagnosis._proof import Walked
-from grader.diagnosis._where import ATTENTION, SIZE_CRASH
+from grader.diagnosis._where import ATTENTION, DTYPE_CRASH, SIZE_CRASH
 from grader.head import CORE, Head, ImportFailure, StudentFailure, all_finite
 from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
@@ -125,7 +127,8 @@ def point(
             out[same] = c if c.where is not None else _with(c, dep)
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
         out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed, walked or Walked())
-    return _operand_lines(once, _returning_lines(once, out), probe(length, square))
+    out = _operand_lines(once, _made_lines(once, _returning_lines(once, out)), probe(length, square))
+    return _one_dtype_choice(out)
 
 
 FLOAT32_CAUSES = ("computed_in_float32", "scale_tensor_in_float32")
@@ -529,6 +532,59 @@ def _returning_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     return [c.model_copy(update={"where": where}) if c.id in RETURNED_ONLY and c.where is None else c for c in causes]
 
 
+COMPARISONS = frozenset(
+    {"eq", "__eq__", "ne", "__ne__", "le", "__le__", "lt", "__lt__", "ge", "__ge__", "gt", "__gt__"}
+)
+
+
+def _made_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
+    """A mistake the traced probe does not show, which nothing else placed at a line that makes it (a per-row
+    loop's stacked rows), at the line of the first op that makes it: a mask read off the scores' values
+    (``masked_fill(wei == 0, ...)`` after ``tril``: it departs only where a score is exactly 0) at the comparison
+    that reads a (T, T) value computed from the inputs; an exp without the row's max (it departs only at huge
+    scores, and a per-row loop's rows are no stage) at the first exp of a value computed from the inputs."""
+    if not any(c.id in MADE_BY for c in causes):
+        return causes
+    trace = once()
+    if trace is None:
+        return causes
+    derived = _derived(trace)
+    by_name = {f"v:{r.index}": r for r in trace.records}
+
+    def computed(name: str, square: bool) -> bool:
+        x = by_name.get(name)
+        v = x.value if x is not None else None
+        if name not in derived or v is None or not v.dtype.is_floating_point:
+            return False
+        return not square or (v.dim() >= 2 and v.shape[-1] == v.shape[-2] > 1)
+
+    def makes(cid: str, r: Record) -> bool:
+        if r.numpy or r.value is None:
+            return False
+        if cid == "mask_value_derived":
+            return r.op in COMPARISONS and r.value.dtype == torch.bool and any(computed(n, True) for n in r.reads)
+        return r.op in ("exp", "exp_") and any(computed(n, False) for n in r.reads)
+
+    out = []
+    for c in causes:
+        made = next((r for r in trace.records if makes(c.id, r)), None) if c.id in MADE_BY else None
+        w = c.where
+        if (
+            made is not None
+            and w is not None
+            and any(makes(c.id, r) for r in trace.records if (r.file, r.line) == (w.file, w.line))
+        ):
+            made = None  # it stands at a line that makes it already (one of a per-sequence loop's)
+        if made is not None:
+            at = SourceLine(file=made.file, line=made.line, code=made.code, context=trace.context.get(made.file, {}))
+            c = c.model_copy(update={"where": at})
+        out.append(c)
+    return out
+
+
+MADE_BY = ("mask_value_derived", "unstable_softmax")  # the causes ``_made_lines`` places
+
+
 def _operand_lines(once: Traced, causes: list[Diagnosis], tensors: dict[str, torch.Tensor]) -> list[Diagnosis]:
     """A projection left out or swapped that nothing else placed (the walk patched the scores it made as a whole,
     with another mistake on the same line: ``k = x @ W_Q`` behind a wrong scale), at the line where its operand
@@ -577,6 +633,7 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
     if not crashes:
         return causes
     sites: list[Trace] = []
+    dtypes: dict[int, torch.dtype] = {}  # the dtype each site was traced in (by its id), the probe's own float64 else
     sized = any(c.id == SIZE_CRASH for c in crashes)  # it raises at other lengths: try some
     own = {fn: _raised_by(head, fn) for c in crashes if (fn := c.id.removeprefix("crash:")) in OWN_PROBES}
     if any(c.id.removeprefix("crash:") not in own for c in crashes):
@@ -585,6 +642,13 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
             if trace is not None and trace.raised and "line" in trace.raised:
                 sites.append(trace)
                 break
+        if not sites and any(c.id == DTYPE_CRASH for c in crashes):  # it raises in a narrower dtype only
+            for dtype in NARROW:
+                trace = traced(head, {k: t.to(dtype) for k, t in probe(length).items()}, True)
+                if trace is not None and trace.raised and "line" in trace.raised:
+                    sites.append(trace)
+                    dtypes[id(trace)] = dtype
+                    break
     out = []
     for c in causes:
         fn = c.id.removeprefix("crash:")
@@ -596,11 +660,54 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
                 file=str(r["file"]), line=int(r["line"]), code=str(r.get("code", "")),
                 context=site.context.get(str(r["file"]), {}),
             )  # fmt: skip
+            made = _narrowed(site, dtypes.get(id(site), torch.float64)) if c.id == DTYPE_CRASH else None
+            if made is not None:  # float32 values meeting float64 ones: the line that made them float32
+                at = SourceLine(file=made.file, line=made.line, code=made.code, context=site.context.get(made.file, {}))
             c = c.model_copy(update={"where": at})
         elif c in crashes:
             c = _import_line(head, c)
         out.append(c)
     return out
+
+
+FLOAT32_MADE = ("softmax_in_float32", "computed_in_float32")
+
+
+NARROW = (torch.float16, torch.bfloat16)  # the dtypes a dtype crash is traced in when float64 runs
+
+
+def _narrowed(trace: Trace, given: torch.dtype) -> Record | None:
+    """The value that first went to another dtype than the call's, ``given`` (``x.float()``, ``softmax(...,
+    dtype=torch.float32)``, a float32 bias made by ``torch.full`` for float16 inputs) on the way to the operand of
+    that dtype of the op that raised: where a value is made that then meets the call's own dtype."""
+    by = {f"v:{x.index}": x for x in trace.records}
+
+    def other(x: Record | None) -> bool:
+        return x is not None and x.value is not None and x.value.dtype.is_floating_point and x.value.dtype != given
+
+    reads = (trace.raised or {}).get("reads") or []
+    r = next((x for n in reads if other(x := by.get(str(n)))), None)
+    while r is not None:
+        up = next((x for n in r.reads if other(x := by.get(n))), None)
+        if up is None:
+            return r
+        r = up
+    return None
+
+
+def _one_dtype_choice(causes: list[Diagnosis]) -> list[Diagnosis]:
+    """A float32 cause at the very line where the dtype crash's float32 values are made is that crash (one choice,
+    one cause: the float32 softmax never cast back is what raises for float64 inputs): its checks are the crash's."""
+    crash = next((c for c in causes if c.id == DTYPE_CRASH and c.where is not None), None)
+    if crash is None or crash.where is None:
+        return causes
+    at = (crash.where.file, crash.where.line)
+    same = [c for c in causes if c.id in FLOAT32_MADE and c.where is not None and (c.where.file, c.where.line) == at]
+    if not same:
+        return causes
+    explains = sorted({*crash.explains, *(x for c in same for x in c.explains)})
+    merged = crash.model_copy(update={"explains": explains})
+    return [merged if c is crash else c for c in causes if not any(c is o for o in same)]
 
 
 # the functions besides the head whose crash is traced on their own first probe (the key-value cache's probe
