@@ -186,26 +186,36 @@ def _agrees(v: torch.Tensor, stage: torch.Tensor, op: str = "") -> bool:
     not a cast itself. A patch takes the dtype of the value it replaces, so a value computed in float32 from float32
     values (after ``X = X.float()``, a softmax with ``dtype=torch.float32``) cannot be repaired to float64 accuracy:
     the walk goes past it to the mistakes behind it, and the float32 arithmetic is named by the first departure
-    (its cause's line, ``_pointing``). A cast to float32 stays a departure: its pass-through repairs it."""
+    (its cause's line, ``_pointing``). A cast to float32 stays a departure: its pass-through repairs it (and what
+    it made is matched exactly, ``_castable``)."""
     if _equal(v, stage):
         return True
     return v.dtype == torch.float32 and op not in CASTS and _equal(v, stage, FLOAT32_RTOL, FLOAT32_ATOL)
 
 
-def _cast32(r: Record) -> bool:
-    """A cast to float32 (``.float()``, ``.to(torch.float32)``): a departure the walk can repair (pass-through)."""
-    return r.op in CASTS and r.value is not None and r.value.dtype == torch.float32
+def _castable(trace: Trace) -> frozenset[int]:
+    """The float32 values whose float32 comes from a cast of a computed float64 value (``s.float()``, not an input's
+    ``X.float()``): the walk can repair them (the cast's pass-through), so they are matched to float64 accuracy. A
+    NumPy array's too (its ``astype`` is no op the trace sees)."""
+    made: set[str] = set()
+    wider = {f"v:{x.index}" for x in trace.records if x.value is not None and x.value.dtype == torch.float64}
+    for x in trace.records:
+        if x.value is None or x.value.dtype != torch.float32:
+            continue
+        if x.numpy or (x.op in CASTS and any(n in wider for n in x.reads)) or any(n in made for n in x.reads):
+            made.add(f"v:{x.index}")
+    return frozenset(int(n[2:]) for n in made)
 
 
 def match(r: Record, stages: dict[str, torch.Tensor], exact: bool = False) -> tuple[str, str] | None:
     """(stage, layout) of the latest stage ``r``'s value equals in some layout, if any (``exact``: to float64
-    accuracy, whatever its dtype)."""
+    accuracy, whatever its dtype, as a NumPy array always is: its ``astype`` is no op the trace sees)."""
     v = r.value
     if v is None or not v.dtype.is_floating_point:
         return None
     for stage in sorted(stages, key=lambda s: -RANK[s]):
         for name, form in layouts(stages[stage], v.shape):
-            if _equal(v, form) if exact else _agrees(v, form, r.op):
+            if _equal(v, form) if exact or r.numpy else _agrees(v, form, r.op):
                 return stage, name
     return None
 
@@ -244,13 +254,14 @@ def departing(
     read = {x for q in trace.records for x in q.reads}
     read |= set((trace.raised or {}).get("reads") or ())  # what the raising op read: a wrong dtype meets it there
     masking = _masking_only(trace)
+    castable = _castable(trace)  # float32 from a cast the walk can take away: matched exactly
     unscaled = _offered(stages).get(UNSCALED)
     good: dict[int, tuple[str, str]] = {}
     memo: dict[int, tuple[str, str] | None] = {}
 
     def hit(x: Record) -> tuple[str, str] | None:
         if x.index not in memo:
-            memo[x.index] = match(x, stages) if _shaped(x, stages) else None
+            memo[x.index] = match(x, stages, x.index in castable) if _shaped(x, stages) else None
         return memo[x.index]
 
     lines: dict[int, set[str]] = {}
@@ -283,15 +294,14 @@ def departing(
         mine = lineage(r)
         reached = max((RANK[good[int(a[2:])][0]] for a in mine if int(a[2:]) in good), default=-1)
         before = unscaled is not None and reached == RANK["scores"]
-        if before and any(_agrees(v, form, r.op) for _, form in layouts(unscaled, v.shape)):  # type: ignore[arg-type]
+        if before and any(
+            _equal(v, form) if r.numpy or r.index in castable else _agrees(v, form, r.op)
+            for _, form in layouts(unscaled, v.shape)  # type: ignore[arg-type]
+        ):  # type: ignore[arg-type]
             continue  # the scores masked before the scale: an equivalent form, whatever comes after it
         # a value an intervention put in says nothing of what led to it (the output patched where X is used as V)
         later = [x for x in records[k + 1 :] if (x.numpy or name in lineage(x)) and x.index not in trace.patched]
-        if _cast32(r):  # a cast to float32 is on the way only to a stage made exactly (then cast back)
-            later_hits = [match(x, stages, exact=True) if _shaped(x, stages) else None for x in later]
-        else:
-            later_hits = [hit(x) for x in later]
-        if any(h is not None and RANK[h[0]] > reached for h in later_hits):
+        if any((h := hit(x)) is not None and RANK[h[0]] > reached for x in later):
             continue  # on the way to a stage (a hand-written softmax's exp, a -1e9 fill at ordinary scores)
         return _Departing(r, reached, dict(good))
     return None
@@ -327,7 +337,8 @@ def repaired(trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
     got = [t for t in trace.returns if t is not None]
     if trace.raised is not None or len(got) < 2:
         return False
-    cast = "to" if any(r.op in CASTS and f"v:{r.index}" in trace.returned for r in trace.records) else ""
+    castable = _castable(trace)
+    cast = "to" if any(f"v:{i}" in trace.returned for i in castable) else ""
     for t, stage in zip(got[:2], ("out", "weights"), strict=True):
         t = t.squeeze(1) if t.dim() == 4 and t.shape[1] == 1 else t
         if t.shape != stages[stage].shape or not _agrees(t, stages[stage], cast):
