@@ -181,16 +181,22 @@ def _shaped(r: Record, stages: dict[str, torch.Tensor]) -> bool:
 CASTS = frozenset({"float", "half", "bfloat16", "double", "to", "type", "type_as"})
 
 
-def _agrees(v: torch.Tensor, stage: torch.Tensor, op: str = "") -> bool:
-    """Whether ``v`` (made by ``op``) is ``stage``: to float64 accuracy, or to float32's where ``v`` is float32 and
-    not a cast itself. A patch takes the dtype of the value it replaces, so a value computed in float32 from float32
-    values (after ``X = X.float()``, a softmax with ``dtype=torch.float32``) cannot be repaired to float64 accuracy:
+def _agrees(v: torch.Tensor, stage: torch.Tensor, exact: bool = False) -> bool:
+    """Whether ``v`` is ``stage``: to float64 accuracy, or to float32's where ``v`` is float32 and not ``exact``
+    (a cast, or made by one: ``_exact``). A patch takes the dtype of the value it replaces, so a value computed in
+    float32 (after ``X = X.float()``, a softmax with ``dtype=torch.float32``) cannot be repaired to float64 accuracy:
     the walk goes past it to the mistakes behind it, and the float32 arithmetic is named by the first departure
     (its cause's line, ``_pointing``). A cast to float32 stays a departure: its pass-through repairs it (and what
     it made is matched exactly, ``_castable``)."""
     if _equal(v, stage):
         return True
-    return v.dtype == torch.float32 and op not in CASTS and _equal(v, stage, FLOAT32_RTOL, FLOAT32_ATOL)
+    return v.dtype == torch.float32 and not exact and _equal(v, stage, FLOAT32_RTOL, FLOAT32_ATOL)
+
+
+def _exact(r: Record, castable: frozenset[int] = frozenset()) -> bool:
+    """Whether ``r`` is matched to float64 accuracy whatever its dtype: a cast, a value a cast the walk can take
+    away made (``castable``), a NumPy array (its ``astype`` is no op the trace sees)."""
+    return r.numpy or r.op in CASTS or r.index in castable
 
 
 def _castable(trace: Trace) -> frozenset[int]:
@@ -215,7 +221,7 @@ def match(r: Record, stages: dict[str, torch.Tensor], exact: bool = False) -> tu
         return None
     for stage in sorted(stages, key=lambda s: -RANK[s]):
         for name, form in layouts(stages[stage], v.shape):
-            if _equal(v, form) if exact or r.numpy else _agrees(v, form, r.op):
+            if _agrees(v, form, exact or _exact(r)):
                 return stage, name
     return None
 
@@ -294,10 +300,8 @@ def departing(
         mine = lineage(r)
         reached = max((RANK[good[int(a[2:])][0]] for a in mine if int(a[2:]) in good), default=-1)
         before = unscaled is not None and reached == RANK["scores"]
-        if before and any(
-            _equal(v, form) if r.numpy or r.index in castable else _agrees(v, form, r.op)
-            for _, form in layouts(unscaled, v.shape)  # type: ignore[arg-type]
-        ):  # type: ignore[arg-type]
+        exact = _exact(r, castable)
+        if before and any(_agrees(v, form, exact) for _, form in layouts(unscaled, v.shape)):  # type: ignore[arg-type]
             continue  # the scores masked before the scale: an equivalent form, whatever comes after it
         # a value an intervention put in says nothing of what led to it (the output patched where X is used as V)
         later = [x for x in records[k + 1 :] if (x.numpy or name in lineage(x)) and x.index not in trace.patched]
@@ -337,11 +341,10 @@ def repaired(trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
     got = [t for t in trace.returns if t is not None]
     if trace.raised is not None or len(got) < 2:
         return False
-    castable = _castable(trace)
-    cast = "to" if any(f"v:{i}" in trace.returned for i in castable) else ""
+    exact = any(f"v:{i}" in trace.returned for i in _castable(trace))
     for t, stage in zip(got[:2], ("out", "weights"), strict=True):
         t = t.squeeze(1) if t.dim() == 4 and t.shape[1] == 1 else t
-        if t.shape != stages[stage].shape or not _agrees(t, stages[stage], cast):
+        if t.shape != stages[stage].shape or not _agrees(t, stages[stage], exact):
             return False
     return True
 

@@ -890,6 +890,7 @@ def _names(code: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024)
 def _attributes(code: str) -> tuple[str, ...]:
     """The attributes of a name a line of source reads (``self.scale``), in order."""
     import io
@@ -1042,9 +1043,9 @@ def _array_tracer(trace: _Trace) -> Any:
         me = frame.f_locals.get("self")
         attrs = vars(me) if me is not None and hasattr(me, "__dict__") else None
         if isinstance(attrs, dict):  # a method's object: where each number it holds was set
+            if id(me) not in trace.attrs:
+                trace.keep.append(me)  # once per object
             held = trace.attrs.setdefault(id(me), {})
-            if not held:
-                trace.keep.append(me)
             for name, v in list(attrs.items())[:ATTRS_PER_OBJECT]:
                 old = held.get(name)
                 if old is not None and old[0] is v:
