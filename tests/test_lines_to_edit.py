@@ -535,3 +535,28 @@ def test_an_exp_without_the_max_in_a_row_by_row_loop_is_at_the_exp(
     [exp] = [c for c in result.diagnosis if c.id == "unstable_softmax"]
     assert exp.where is not None and exp.where.line == line_of(HEADS / "row_by_row_exp.py", "torch.exp(s)"), exp
     assert [c.id for c in result.diagnosis if not c.id.startswith("missing:")] == ["unstable_softmax"]
+
+
+def test_a_width_passed_on_under_its_own_name_is_wrong_where_it_is_used(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """``self.d_out = d_out`` only passes the value width on (rightly named): the scale by its square root is wrong
+    at ``scores / self.d_out**0.5``. It was pointed at the attribute's line, as a module-held scale is."""
+    result = _graded(tmp_path, rubric, pool, "width_attribute_used_as_scale")
+    [scale] = [c for c in result.diagnosis if not c.id.startswith("missing:")]
+    assert scale.id == "scale_by_sqrt_dv", scale.id
+    path = HEADS / "width_attribute_used_as_scale.py"
+    assert scale.where is not None and scale.where.line == line_of(path, "self.d_out**0.5"), scale.where
+
+
+def test_a_broadcast_mask_made_by_a_helper_is_at_the_comparison(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """A (B, 1, T, T) mask made by a helper and applied by ``torch.where`` with the dtype's most negative number:
+    the diagonal it hides too is at the comparison that made it (it was at the ``where``, and the finite fill was
+    taken for a number to change: finfo.min hides at every scale)."""
+    result = _graded(tmp_path, rubric, pool, "broadcast_mask_from_helper")
+    [mask] = [c for c in result.diagnosis if not c.id.startswith("missing:")]
+    assert mask.id == "mask_excludes_diagonal", mask.id
+    path = HEADS / "broadcast_mask_from_helper.py"
+    assert mask.where is not None and mask.where.line == line_of(path, "pos[:, :, None] > pos[:, None, :]"), mask

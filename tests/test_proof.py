@@ -26,6 +26,8 @@ from grader.rubric import Rubric
 from grader.runner import grade
 from grader.sandbox import Sandbox, WorkerPool
 
+REPO = Path(__file__).resolve().parent.parent
+
 REFERENCE = reference_path().read_text(encoding="utf-8")
 SCALE = "att = (q @ k.transpose(-2, -1)) / math.sqrt(d_k)  #"
 SOFTMAX = "att = torch.softmax(att, dim=-1)  #"
@@ -208,3 +210,16 @@ def test_the_graders_own_exception_in_the_proof_is_recorded_and_changes_no_cause
     assert result.diagnosis_error is not None and result.diagnosis_error.passes == ["prove"]
     assert [d.id for d in result.diagnosis] == ["scale_by_dk"] and result.diagnosis_complete is None
     assert result.score >= (result.score_by_checks or 0.0)
+
+
+def test_a_mask_made_per_sequence_is_rebuilt_at_every_batch_size(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """A (B, 1, T, T) mask made from positions broadcast over the batch, patched where it is made (the diagonal it
+    hides too): the walk's probe has B = 2, the checks' calls B = 1, 2 and 3. The pattern was rebuilt with the
+    probe's batch, the patched head raised at the others, and the proof did not hold."""
+    source = (REPO / "tests" / "lines_to_edit" / "broadcast_mask_from_helper.py").read_text()
+    result = _graded(tmp_path, source, rubric, pool, only=HEAD_CHECKS)
+    assert [d.id for d in result.diagnosis] == ["mask_excludes_diagonal"]
+    assert result.diagnosis_complete is not None and result.diagnosis_complete.changes == 1
+    assert "reference_match" in result.diagnosis_complete.checks

@@ -40,6 +40,9 @@ from grader.head import Head, StudentFailure
 # scale by apart (1/sqrt(d_k), 1/d_k, 1/sqrt(d), 1/sqrt(T), 1/sqrt(d_v), the number of axes 3, 1/2), so a wrong
 # one shows (d_v = 3 is also the number of axes: a scale of 1/sqrt(3) is read as d_v's).
 PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
+# A fill this far below every score hides its entries at every scale the probes take (torch.finfo(dtype).min, as
+# Hugging Face writes it): never the number that had to change, even where the pattern it fills is wrong.
+HIDES = 1e30
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "premasked": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
 TITLES = {  # how a cause's title names the stage that departs
@@ -1028,11 +1031,22 @@ def _mask_pattern(trace: Trace, r: Record, hidden: torch.Tensor) -> Record | Non
 def _same_pattern(x: Record, hidden: torch.Tensor) -> bool:
     """Whether ``x``'s value, cut to (T, T) where it is larger (a buffer of the block size), is nonzero exactly on
     ``hidden`` or exactly off it."""
-    v, T = x.value, hidden.shape[-1]
-    if v is None or v.dim() != 2 or v.shape[0] < T or v.shape[1] < T or v.dtype.is_complex:
+    v, T = _one_matrix(x.value), hidden.shape[-1]
+    if v is None or v.shape[0] < T or v.shape[1] < T or v.dtype.is_complex:
         return False
     nz = v[:T, :T] != 0
     return bool(torch.equal(nz, hidden) or torch.equal(nz, ~hidden))
+
+
+def _one_matrix(v: torch.Tensor | None) -> torch.Tensor | None:
+    """``v`` as one matrix: a matrix itself, or a stack of equal ones (a mask of shape (B, 1, T, T) that Hugging Face
+    and Flax code broadcast over the batch and the heads); None for anything else."""
+    if v is None or v.dim() < 2:
+        return None
+    if v.dim() == 2:
+        return v
+    stack = v.reshape(-1, *v.shape[-2:])
+    return stack[0] if bool((stack == stack[:1]).all()) else None
 
 
 def _pattern_origin(trace: Trace, x: Record | None, T: int) -> Record | None:
@@ -1040,9 +1054,10 @@ def _pattern_origin(trace: Trace, x: Record | None, T: int) -> Record | None:
     same pattern (``self.tril[:T, :T] == 0`` to ``torch.tril(torch.ones(block, block))``), the first."""
     if x is None or x.value is None:
         return x
-    hidden = (x.value[:T, :T] != 0) if x.value.dim() == 2 else None
-    if hidden is None:
+    matrix = _one_matrix(x.value)
+    if matrix is None:
         return x
+    hidden = matrix[:T, :T] != 0
     by = {f"v:{y.index}": y for y in trace.records}
     while True:
         sources = [by[n] for n in x.reads if n in by and _same_pattern(by[n], hidden)]
@@ -1060,11 +1075,15 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
     by = {f"v:{x.index}": x for x in trace.records}
     earlier = [x for x in trace.records if x.index < r.index] if r.numpy else [by[n] for n in r.reads if n in by]
     masks = [x for x in earlier if x.value is not None and tuple(x.value.shape[-2:]) == (T, T) and x.value.dim() <= 3]
-    masks = [x for x in masks if x.value is not None and (x.value.shape[0] != PROBE_B or x.value.dim() == 2)]
+    masks = [x for x in masks if x.value is not None and (x.value.shape[0] != PROBE_B or x.value.dim() == 2)] + [
+        x for x in earlier if _broadcast_mask(x, T)
+    ]
+    masks.sort(key=lambda x: x.index)
     s = stages["scaled"].double()
     for x in reversed(masks):
         assert x.value is not None
-        if x.value.dtype.is_floating_point and _equal(r.value, s + x.value.double()):
+        m = x.value if x.value.dim() < 4 else _one_matrix(x.value)
+        if m is not None and m.dtype.is_floating_point and _equal(r.value, s + m.double()):
             return x
     words = _masking_of(r.value, stages)
     if words is None or not words.startswith("hides"):
@@ -1075,6 +1094,15 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
         masks = [x for x in masks if f"v:{x.index}" in reads]
     pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
     return _pattern_origin(trace, pattern[-1], T) if pattern else None
+
+
+def _broadcast_mask(x: Record, T: int) -> bool:
+    """A (B, 1, T, T) mask, the same for every sequence (Hugging Face's, Flax's ``make_causal_mask``; a BERT-style
+    additive ``(1.0 - mask) * -10000.0``)."""
+    v = x.value
+    return (
+        v is not None and v.dim() == 4 and v.shape[-3] == 1 and v.shape[-2:] == (T, T) and (_one_matrix(v) is not None)
+    )
 
 
 def _applied_mask(trace: Trace, r: Record) -> Record | None:
@@ -1147,7 +1175,7 @@ def _wrong_numbers(
         T = v.shape[-1]
         future = torch.ones(T, T, dtype=torch.bool).triu(1).expand_as(v)
         for x in (v[future], (v - stages["scaled"].double())[future]):
-            if x.numel() and bool(torch.isfinite(x).all()) and bool((x == x[0]).all()):
+            if x.numel() and bool(torch.isfinite(x).all()) and bool((x == x[0]).all()) and abs(x[0]) < HIDES:
                 out.append((float(x[0]), ()))
     return out
 
@@ -1172,7 +1200,28 @@ def _made_elsewhere(trace: Trace, r: Record, numbers: Wrong) -> Bound | None:
             for n, right in numbers
         )
 
-    return next((b for b in r.defs if fits(b) and _alone(b) and not _read_elsewhere(trace, b, r)), None)
+    return next(
+        (b for b in r.defs if fits(b) and _alone(b) and not _passed_on(b) and not _read_elsewhere(trace, b, r)), None
+    )
+
+
+def _passed_on(b: Bound) -> bool:
+    """Whether ``b``'s line only passes a value on under its own name (``self.d_out = d_out``, ``d_k =
+    self.d_k``): no number is chosen there, so a wrong use of it is the use's (a width named rightly, used as
+    the scale's) (issue 35: a book's ``attn_scores / self.d_out**0.5`` was pointed at ``self.d_out = d_out``)."""
+    try:
+        tree = ast.parse(b.code.split("#", 1)[0].strip())
+    except (SyntaxError, ValueError):
+        return False
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+        return False
+    return _last_name(node.targets[0]) is not None and _last_name(node.targets[0]) == _last_name(node.value)
+
+
+def _last_name(x: ast.expr) -> str | None:
+    """``d_out`` of ``d_out`` and of ``self.d_out``; None for anything else."""
+    return x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else None
 
 
 def _float_literal(b: Bound) -> bool:

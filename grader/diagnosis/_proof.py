@@ -46,8 +46,8 @@ import torch
 
 from grader.checks import CHECKS, Ctx
 from grader.checks._base import begin, judged
+from grader.diagnosis._departure import PROBE_B, stages_of, traced
 from grader.diagnosis._departure import probe as ordinary_probe
-from grader.diagnosis._departure import stages_of, traced
 from grader.diagnosis._intervene import PATTERN, UNSCALED, Intervention, Walk, _offered, large
 from grader.head import EACH_REPLY_BYTES, Head, HeadCall, StudentFailure
 from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisProof
@@ -170,19 +170,21 @@ def _rebuilt(p: _Patch, stages: dict[str, torch.Tensor], B: int, T: int) -> list
         at = [(p.seq or 0, p.nth)]
     out = []
     for b, nth in at:
-        value = _value(p, stages, b, T)
+        value = _value(p, stages, b, T, B)
         if p.stage is not None and value is None:
             return []
         out.append({**site, "nth": nth, "value": value})
     return out
 
 
-def _value(p: _Patch, stages: dict[str, torch.Tensor], b: int, T: int) -> torch.Tensor | None:
-    """The value ``p`` puts in for sequence ``b`` (a per-sequence layout) of a call of length ``T``."""
+def _value(p: _Patch, stages: dict[str, torch.Tensor], b: int, T: int, B: int) -> torch.Tensor | None:
+    """The value ``p`` puts in for sequence ``b`` (a per-sequence layout) of a call of batch ``B`` and length ``T``."""
     if p.stage is None:
         return None
     if p.pattern is not None:
         hidden, kept, leading, dtype = p.pattern
+        if leading and leading[0] == PROBE_B:  # one pattern per sequence (``broadcast_to(arange(T), x.shape)``)
+            leading = (B, *leading[1:])
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
         return torch.where(future, hidden, kept).to(dtype).expand(*leading, T, T).clone()  # a bool mask stays one
     offered = _offered(stages)
