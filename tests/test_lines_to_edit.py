@@ -560,3 +560,24 @@ def test_a_broadcast_mask_made_by_a_helper_is_at_the_comparison(
     assert mask.id == "mask_excludes_diagonal", mask.id
     path = HEADS / "broadcast_mask_from_helper.py"
     assert mask.where is not None and mask.where.line == line_of(path, "pos[:, :, None] > pos[:, None, :]"), mask
+
+
+def test_scores_returned_beside_an_additive_fill_are_two_causes_that_explain_every_check(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The weights the head returns are its scores with -1e4 added above the diagonal. The fill was fitted from the
+    softmax of the returned scores, where exp(-1e4) is 0: nothing matched and the one cause said was the fill's,
+    at the return line. Fitted from the scores themselves, the pair matches; the future leak of the returned
+    scores (future_perturbation) takes both, so the grade is counted by mistakes. The scores returned are at the
+    helper's ``return``, where they were handed back (it was the caller's, which passed them on)."""
+    result = _graded(tmp_path, rubric, pool, "additive_mask_scores_returned")
+    by_id = {c.id: c for c in result.diagnosis if not c.id.startswith("missing:")}
+    assert set(by_id) == {"weak_mask_constant", "scores_returned"}, by_id
+    path = HEADS / "additive_mask_scores_returned.py"
+    fill, returned = by_id["weak_mask_constant"].where, by_id["scores_returned"].where
+    assert fill is not None and fill.line == line_of(path, "return (1.0 - mask)"), fill
+    # the helper's return that handed the scores back, not the caller's that passed them on
+    assert returned is not None and returned.line == line_of(path, "return probs @ v, scores"), returned
+    assert all(c.deduction is not None for c in result.diagnosis), result.diagnosis
+    failing = {c.id for c in result.checks if c.status in FAILING}
+    assert failing <= {x for c in result.diagnosis for x in c.explains}, failing

@@ -131,6 +131,8 @@ class Trace:
     returns: list[torch.Tensor | None] = field(default_factory=list)  # the call's returned values, in order
     patched: frozenset[int] = frozenset()  # the records an intervention replaced (their indices)
     returned_at: dict[str, Any] | None = None  # the call's own ``return`` line: its file, line and code
+    # each return of the head's own frames that handed back recorded values: its file, line, code and their names
+    exits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def probe(T: int | None = None, square: bool = False) -> dict[str, torch.Tensor]:
@@ -216,7 +218,17 @@ def traced(
     returns = [t if isinstance(t, torch.Tensor) else None for t in returns] if isinstance(items, list) else []
     returned_at = _site(header["returned_at"]) if isinstance(header.get("returned_at"), dict) else None
     patched = _patched(records, patches or ())
-    return Trace(records, returned, context, raised, left, aliases, returns, patched, returned_at)
+    exits_raw = header.get("exits")
+    exits = [
+        {
+            **at,
+            "names": tuple(str(n)[:20] if isinstance(n, str) else "" for n in e["names"]),
+            "one": e.get("one") is True,
+        }
+        for e in (exits_raw if isinstance(exits_raw, list) else [])
+        if isinstance(e, dict) and isinstance(e.get("names"), list) and (at := _site(e))
+    ]
+    return Trace(records, returned, context, raised, left, aliases, returns, patched, returned_at, exits)
 
 
 def _patched(records: list[Record], patches: Sequence[dict[str, Any]]) -> frozenset[int]:

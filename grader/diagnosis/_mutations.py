@@ -115,14 +115,20 @@ def _fit_scale(raw: torch.Tensor, theirs: torch.Tensor | None, allowed: torch.Te
     return (num[good] / den[good]).flatten()
 
 
-def _fit_mask(s: torch.Tensor, theirs: torch.Tensor | None, hidden: torch.Tensor, additive: bool) -> torch.Tensor:
+def _fit_mask(
+    s: torch.Tensor, theirs: torch.Tensor | None, hidden: torch.Tensor, additive: bool, logw: torch.Tensor | None = None
+) -> torch.Tensor:
     """The mask constant m from pairs (hidden j, allowed k) of one row with both weights positive (``hidden``:
     the (B, T, T) entries the mask's pattern hides): additive: log w_j - log w_k = s_j + m - s_k; fill:
-    log w_j - log w_k = m - s_k."""
-    if theirs is None:
+    log w_j - log w_k = m - s_k. ``logw``: the log-weights themselves, where the head returned its scores (the
+    weights they make underflow to 0 where -1e4 is added; the scores still hold it)."""
+    if logw is not None:
+        pos = torch.isfinite(logw)
+    elif theirs is None:
         return torch.empty(0, dtype=s.dtype)
-    pos = (theirs > 0) & torch.isfinite(theirs)
-    logw = theirs.clamp_min(1e-300).log()
+    else:
+        pos = (theirs > 0) & torch.isfinite(theirs)
+        logw = theirs.clamp_min(1e-300).log()
     estimates = []
     for b, i in zip(*torch.nonzero((pos & ~hidden).any(-1) & (pos & hidden).any(-1), as_tuple=True), strict=True):
         k = int(torch.nonzero(pos[b, i] & ~hidden[b, i])[0])
@@ -206,7 +212,10 @@ def forward(
         s = raw * scale  # (B, T, T)
     seen["scaled"] = s
     if masking:
-        masked = _mask_scores(s, mask_m, fill_m, future, fit, theirs)
+        logw = None
+        if proj == "scores_returned" and returned is not None and returned.shape == s.shape:
+            logw = torch.log_softmax(returned.to(s.dtype), dim=-1)
+        masked = _mask_scores(s, mask_m, fill_m, future, fit, theirs, logw)
         if masked is None:
             return None
         s = masked
@@ -300,9 +309,11 @@ def _mask_scores(
     future: torch.Tensor,
     fit: Fit,
     theirs: torch.Tensor | None,
+    logw: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """The scores after the (possibly mutated) causal mask, before the softmax: the entries its pattern hides
-    get -inf, or the finite constant of ``fill_m``, written into them or added to them."""
+    get -inf, or the finite constant of ``fill_m``, written into them or added to them (``logw``: see
+    :func:`_fit_mask`)."""
     hidden = _hidden(s, mask_m, future)
     if hidden is None:
         return None if fill_m is not None else s  # no mask, or one after the softmax: nothing to fill
@@ -313,7 +324,7 @@ def _mask_scores(
     if theirs is None and "mask" not in fit.values:
         return None
     additive = fill_m == "weak_mask_constant"
-    m = fit.get("mask", lambda: _fit_mask(s, theirs, hidden.expand_as(s), additive))
+    m = fit.get("mask", lambda: _fit_mask(s, theirs, hidden.expand_as(s), additive, logw))
     if m is None:  # not yet seen: only exact zeros so far
         if not additive and mask_m in ("mask_excludes_diagonal", "mask_value_derived"):
             return _hide(s, hidden, fit, theirs)  # a row with nothing left is uniform for any finite fill

@@ -525,11 +525,49 @@ def _returning_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     if not any(c.id in RETURNED_ONLY and c.where is None for c in causes):
         return causes
     trace = once()
-    at = trace.returned_at if trace is not None else None
+    at = (_first_return(trace) or trace.returned_at) if trace is not None else None
     if trace is None or at is None:
         return causes
     where = SourceLine(file=at["file"], line=at["line"], code=at["code"], context=trace.context.get(at["file"], {}))
     return [c.model_copy(update={"where": where}) if c.id in RETURNED_ONLY and c.where is None else c for c in causes]
+
+
+# ops that hand a value on as it is: the weights a helper returned, taken by its caller (``probs[:, 0]``)
+HANDED_ON = frozenset({"__getitem__", "select", "squeeze", "view", "reshape", "contiguous", "clone", "detach"})
+
+
+def _first_return(trace: Trace) -> dict[str, Any] | None:
+    """The first ``return`` that handed back the weights the call returned, or the value they were taken from as
+    they are, as its weights (a helper's ``return out, scores``, taken as ``scores[:, 0]`` by the caller): the line
+    to edit. A helper that returned them in another place (``return logits, probs``) returned its weights rightly:
+    the caller that took the other one is the line."""
+    got = trace.returns[1] if len(trace.returns) > 1 else None
+    if got is None:
+        return None
+    by = {f"v:{r.index}": r for r in trace.records}
+    made = [
+        r
+        for r in trace.records
+        if f"v:{r.index}" in trace.returned
+        and r.value is not None
+        and r.value.shape == got.shape
+        and bool(torch.equal(r.value.double(), got.double()))
+    ]
+    if not made:
+        return None
+    r, chain = made[-1], set()
+    while True:
+        chain.add(f"v:{r.index}")
+        if r.op not in HANDED_ON or len(r.reads) != 1 or r.reads[0] not in by:
+            break
+        r = by[r.reads[0]]
+    return next((e for e in trace.exits if _handed(e) in chain), None)
+
+
+def _handed(e: dict[str, Any]) -> str:
+    """The value a ``return`` handed back as its weights: its one value, or the second of several ("": none)."""
+    names = e["names"]
+    return str(names[0]) if e["one"] else str(names[1]) if len(names) > 1 else ""
 
 
 COMPARISONS = frozenset(

@@ -28,6 +28,7 @@ REPLAYABLE = frozenset(
         "permutation_equivariance",
         "batch_independence",
         "numerical_stability",
+        "future_perturbation",
     }
 )
 

@@ -669,6 +669,7 @@ def _flag_in_reach(frame: Any) -> bool:
 SLICING = frozenset({"__getitem__", "select", "unbind", "__iter__"})  # ops that take one sequence of an input
 TRACE_RECORDS = 400  # records kept per traced call; the rest are counted, not kept
 TRACE_ELEMENTS = 1 << 15  # elements of one recorded value shipped back (a probe's (B, T, T) is 98; at T = 128, 32768)
+TRACE_EXITS = 64  # returns of the submission's frames recorded per traced call (the innermost first)
 TRACE_TOTAL = 1 << 20  # elements of all recorded values together (8 MB of float64 at most)
 _WIRE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)
 
@@ -703,6 +704,9 @@ class _Trace:
         self.frame: Any = None  # the submission's frame of the last site() found
         self.module_lines: dict[str, dict[str, int]] = {}  # file -> global -> its top-level line
         self.returned_at: Header | None = None  # where the call's own frame returned (its ``return`` line)
+        # every return of a submission's frame that handed back recorded tensors, in order (innermost first): the
+        # line that returned a value (a helper's ``return out, scores``), where the caller passed it on unchanged
+        self.exits: list[Header] = []
         self.failing: Header | None = None  # the last torch op that raised (``_failing``)
 
     def mine(self, code: Any) -> bool:
@@ -1118,10 +1122,25 @@ def _array_tracer(trace: _Trace) -> Any:
                 state.pop(id(frame), None)
                 known.pop(id(frame), None)
                 trace.bound.pop(id(frame), None)
+                exited(frame, arg)
                 up = frame.f_back
                 if arg is not None and (up is None or not trace.mine(up.f_code)):  # the call itself returned
                     noted(returned, frame)
         return local
+
+    def exited(frame: Any, arg: Any) -> None:
+        """A return of the submission's frame that hands back recorded tensors: its line and their names."""
+        import linecache
+        import os
+
+        items = arg if isinstance(arg, (tuple, list)) else (arg,)
+        names = [(trace.by_id.get(id(x)) or "") if isinstance(x, torch.Tensor) else "" for x in items[:8]]
+        if not any(names) or len(trace.exits) >= TRACE_EXITS:
+            return
+        path = frame.f_code.co_filename
+        code = linecache.getline(path, frame.f_lineno).strip()[:300]
+        at = os.path.realpath(path)[len(trace.prefix) :]
+        trace.exits.append({"file": at, "line": frame.f_lineno, "code": code, "names": names, "one": items is not arg})
 
     def returned(frame: Any) -> None:
         """Where the call returned: its own frame's last line (the last frame of the submission to return)."""
@@ -1212,6 +1231,7 @@ def _traced_call(
     header["aliases"] = trace.aliases[:TRACE_RECORDS]
     if trace.returned_at is not None:
         header["returned_at"] = trace.returned_at
+    header["exits"] = trace.exits
     header["context"] = _context(trace, raised)
     return header, out
 
