@@ -581,3 +581,17 @@ def test_scores_returned_beside_an_additive_fill_are_two_causes_that_explain_eve
     assert all(c.deduction is not None for c in result.diagnosis), result.diagnosis
     failing = {c.id for c in result.checks if c.status in FAILING}
     assert failing <= {x for c in result.diagnosis for x in c.explains}, failing
+
+
+def test_a_mask_set_entry_by_entry_is_judged_after_its_last_write(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """``s[i, j] = -inf`` in a double loop that starts at the diagonal: each write's value is a mask half done, no
+    stage. The walk took the first write for the departure ("hides 1 of the 49 entries"), passed it through and
+    then found the softmax's input unmasked: a second cause (departure:weights) for the one mistake."""
+    result = _graded(tmp_path, rubric, pool, "mask_set_entry_by_entry")
+    [mask] = [c for c in result.diagnosis if not c.id.startswith(("missing:", "own:performance"))]  # loops: slow
+    assert mask.id == "mask_excludes_diagonal", result.diagnosis
+    path = HEADS / "mask_set_entry_by_entry.py"
+    assert mask.where is not None and mask.where.line == line_of(path, 's[i, j] = float("-inf")'), mask.where
+    assert mask.departure is not None and mask.departure.description.startswith("hides the diagonal too")

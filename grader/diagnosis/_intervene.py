@@ -260,6 +260,7 @@ def departing(
     read = {x for q in trace.records for x in q.reads}
     read |= set((trace.raised or {}).get("reads") or ())  # what the raising op read: a wrong dtype meets it there
     masking = _masking_only(trace)
+    rewritten = _rewritten(trace)
     castable = _castable(trace)  # float32 from a cast the walk can take away: matched exactly
     unscaled = _offered(stages).get(UNSCALED)
     good: dict[int, tuple[str, str]] = {}
@@ -297,6 +298,8 @@ def departing(
             continue  # a dead value: nothing it computes reaches the output
         if not r.numpy and name in masking:
             continue  # read only to make a mask (tril(s) == 0): a mask's pattern, never a stage
+        if name in rewritten:
+            continue  # written into again by the same line (a mask set entry by entry): the last write is judged
         mine = lineage(r)
         reached = max((RANK[good[int(a[2:])][0]] for a in mine if int(a[2:]) in good), default=-1)
         before = unscaled is not None and reached == RANK["scores"]
@@ -321,6 +324,27 @@ def _wide(r: Record, trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
         and v.shape[:-1] == out.shape[:-1]
         and v.shape != out.shape
     )
+
+
+def _rewritten(trace: Trace) -> set[str]:
+    """The values an in-place write of a loop writes into again before anything else reads them (``S[i, j] =
+    -inf`` for each future entry, one at a time): the entries written so far are no stage, the last write's is."""
+    readers: dict[str, list[Record]] = {}
+    for q in trace.records:
+        for n in q.reads:
+            readers.setdefault(n, []).append(q)
+    out = set()
+    for r in trace.records:
+        if not _in_place(r.op):
+            continue
+        qs = readers.get(f"v:{r.index}", [])
+        if qs and all((q.file, q.line, q.op) == (r.file, r.line, r.op) for q in qs):
+            out.add(f"v:{r.index}")
+    return out
+
+
+def _in_place(op: str) -> bool:
+    return op == "__setitem__" or (op.endswith("_") and not op.startswith("_"))
 
 
 def _masking_only(trace: Trace) -> set[str]:
