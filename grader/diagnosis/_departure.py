@@ -1086,11 +1086,7 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
     T = r.value.shape[-1]
     by = {f"v:{x.index}": x for x in trace.records}
     earlier = [x for x in trace.records if x.index < r.index] if r.numpy else [by[n] for n in r.reads if n in by]
-    masks = [x for x in earlier if x.value is not None and tuple(x.value.shape[-2:]) == (T, T) and x.value.dim() <= 3]
-    masks = [x for x in masks if x.value is not None and (x.value.shape[0] != PROBE_B or x.value.dim() == 2)] + [
-        x for x in earlier if _broadcast_mask(x, T)
-    ]
-    masks.sort(key=lambda x: x.index)
+    masks = [x for x in earlier if _square_mask(x, T) or _broadcast_mask(x, T)]
     s = stages["scaled"].double()
     for x in reversed(masks):
         assert x.value is not None
@@ -1106,6 +1102,14 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
         masks = [x for x in masks if f"v:{x.index}" in reads]
     pattern = [x for x in masks if x.value is not None and x.value.dtype == torch.bool]
     return _pattern_origin(trace, pattern[-1], T) if pattern else None
+
+
+def _square_mask(x: Record, T: int) -> bool:
+    """A (T, T) value, or a stack of them that is not one per sequence (a (B, T, T) value is the scores' shape)."""
+    v = x.value
+    if v is None or tuple(v.shape[-2:]) != (T, T):
+        return False
+    return v.dim() == 2 or (v.dim() == 3 and v.shape[0] != PROBE_B)
 
 
 def _broadcast_mask(x: Record, T: int) -> bool:

@@ -259,8 +259,9 @@ def departing(
     derived = _derived(trace)
     read = {x for q in trace.records for x in q.reads}
     read |= set((trace.raised or {}).get("reads") or ())  # what the raising op read: a wrong dtype meets it there
-    masking = _masking_only(trace)
-    rewritten = _rewritten(trace)
+    readers = _readers(trace)
+    masking = _masking_only(trace, readers)
+    rewritten = _rewritten(trace, readers)
     castable = _castable(trace)  # float32 from a cast the walk can take away: matched exactly
     unscaled = _offered(stages).get(UNSCALED)
     good: dict[int, tuple[str, str]] = {}
@@ -326,33 +327,33 @@ def _wide(r: Record, trace: Trace, stages: dict[str, torch.Tensor]) -> bool:
     )
 
 
-def _rewritten(trace: Trace) -> set[str]:
-    """The values an in-place write of a loop writes into again before anything else reads them (``S[i, j] =
-    -inf`` for each future entry, one at a time): the entries written so far are no stage, the last write's is."""
+def _readers(trace: Trace) -> dict[str, list[Record]]:
+    """Each recorded value's name -> the records that read it."""
     readers: dict[str, list[Record]] = {}
     for q in trace.records:
         for n in q.reads:
             readers.setdefault(n, []).append(q)
-    out = set()
-    for r in trace.records:
-        if not _in_place(r.op):
-            continue
-        qs = readers.get(f"v:{r.index}", [])
-        if qs and all((q.file, q.line, q.op) == (r.file, r.line, r.op) for q in qs):
-            out.add(f"v:{r.index}")
-    return out
+    return readers
+
+
+def _rewritten(trace: Trace, readers: dict[str, list[Record]]) -> set[str]:
+    """The values an in-place write of a loop writes into again before anything else reads them (``S[i, j] =
+    -inf`` for each future entry, one at a time): the entries written so far are no stage, the last write's is."""
+    return {
+        name
+        for r in trace.records
+        if _in_place(r.op)
+        and (qs := readers.get(name := f"v:{r.index}", []))
+        and all((q.file, q.line, q.op) == (r.file, r.line, r.op) for q in qs)
+    }
 
 
 def _in_place(op: str) -> bool:
     return op == "__setitem__" or (op.endswith("_") and not op.startswith("_"))
 
 
-def _masking_only(trace: Trace) -> set[str]:
+def _masking_only(trace: Trace, readers: dict[str, list[Record]]) -> set[str]:
     """The values every reader of which makes a boolean (a comparison: ``tril(s) == 0``), and not returned."""
-    readers: dict[str, list[Record]] = {}
-    for q in trace.records:
-        for n in q.reads:
-            readers.setdefault(n, []).append(q)
     return {
         n
         for n, qs in readers.items()

@@ -1128,28 +1128,27 @@ def _array_tracer(trace: _Trace) -> Any:
                     noted(returned, frame)
         return local
 
-    def exited(frame: Any, arg: Any) -> None:
-        """A return of the submission's frame that hands back recorded tensors: its line and their names."""
+    def at_line(frame: Any) -> Header:
+        """The frame's file (relative to the submission), line and source text."""
         import linecache
         import os
 
-        items = arg if isinstance(arg, (tuple, list)) else (arg,)
-        names = [(trace.by_id.get(id(x)) or "") if isinstance(x, torch.Tensor) else "" for x in items[:8]]
-        if not any(names) or len(trace.exits) >= TRACE_EXITS:
-            return
         path = frame.f_code.co_filename
         code = linecache.getline(path, frame.f_lineno).strip()[:300]
-        at = os.path.realpath(path)[len(trace.prefix) :]
-        trace.exits.append({"file": at, "line": frame.f_lineno, "code": code, "names": names, "one": items is not arg})
+        return {"file": os.path.realpath(path)[len(trace.prefix) :], "line": frame.f_lineno, "code": code}
+
+    def exited(frame: Any, arg: Any) -> None:
+        """A return of the submission's frame that hands back recorded tensors: its line and their names (``one``:
+        it returned one value, not a tuple or list of them)."""
+        one = not isinstance(arg, (tuple, list))
+        items = (arg,) if one else arg
+        names = [(trace.by_id.get(id(x)) or "") if isinstance(x, torch.Tensor) else "" for x in items[:8]]
+        if any(names) and len(trace.exits) < TRACE_EXITS:
+            trace.exits.append({**at_line(frame), "names": names, "one": one})
 
     def returned(frame: Any) -> None:
         """Where the call returned: its own frame's last line (the last frame of the submission to return)."""
-        import linecache
-        import os
-
-        path = frame.f_code.co_filename
-        code = linecache.getline(path, frame.f_lineno).strip()[:300]
-        trace.returned_at = {"file": os.path.realpath(path)[len(trace.prefix) :], "line": frame.f_lineno, "code": code}
+        trace.returned_at = at_line(frame)
 
     def glob(frame: Any, event: str, arg: Any) -> Any:
         if event == "call" and trace.mine(frame.f_code):
