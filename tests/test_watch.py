@@ -295,6 +295,15 @@ def _footprint() -> dict[str, Any]:
 # -- the real command ----------------------------------------------------------------------------------
 
 
+# A terminal's foreground command, whose Ctrl-C :meth:`WatchProcess.interrupt` plays: SIGINT at its default
+# disposition, whatever this test run's own is. A job started with ``&`` by a shell without job control (a CI
+# script's background step) ignores SIGINT, its children inherit that through exec, and the watch then rightly
+# ignores Ctrl-C as a background job does (grader/watch.py, _signals_stop): it ran until the test's timeout.
+FOREGROUND = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
 class WatchProcess:
     """``grade FOLDER --watch --json FILE`` in a process of its own; its stdout cut into blocks (a cold
     grade's lines, then the change line) as they arrive, and every process under it remembered."""
@@ -311,7 +320,12 @@ class WatchProcess:
         """``grade`` is the command (the installed kit's ``grade`` in tests/test_first_hour.py), run in ``cwd``."""
         cmd = [*map(str, grade), str(folder), "--watch", "--json", str(json_path)]
         self.proc = subprocess.Popen(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env() if env is None else env
+            [sys.executable, "-c", FOREGROUND, *cmd],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env() if env is None else env,
         )
         self.lines: list[str] = []
         self.err: list[str] = []
