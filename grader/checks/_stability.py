@@ -108,9 +108,7 @@ def _habits(ctx: Ctx) -> Habits:
     )
 
 
-def _structure_problem(
-    w: torch.Tensor, out: torch.Tensor, dtype: torch.dtype, habits: Habits, row_sum_tol: float | None = None
-) -> str | None:
+def _structure_problem(w: torch.Tensor, out: torch.Tensor, habits: Habits, row_sum_tol: float) -> str | None:
     finite = torch.isfinite(w)
     if habits.finite and not (bool(finite.all()) and bool(torch.isfinite(out).all())):
         return "produced non-finite values (inf or NaN), though its results at ordinary scores are finite"
@@ -119,10 +117,9 @@ def _structure_problem(
     if habits.masks and bool(((w != 0) & finite)[:, upper].any()):
         return "put weight above the diagonal, though it masks exactly at ordinary scores"
     dev = float((w.double().sum(-1) - 1).abs().nan_to_num(0.0).max())  # rows without NaN (charged above)
-    tol = ROW_SUM_TOLERANCE[dtype] if row_sum_tol is None else row_sum_tol
-    if habits.normalises and dev > tol:
+    if habits.normalises and dev > row_sum_tol:
         return (
-            f"has a row summing to 1 {'+-'} {dev:.3g} (up to {tol:.3g} allowed), though its rows sum to 1 at "
+            f"has a row summing to 1 {'+-'} {dev:.3g} (up to {row_sum_tol:.3g} allowed), though its rows sum to 1 at "
             "ordinary scores"
         )
     return None
@@ -171,7 +168,7 @@ def _large(ctx: Ctx, case: Case, dtype: torch.dtype, what: str, habits: Habits) 
     call = ctx.head.attention(case)
     working = ctx.working_dtype(dtype)
     slack = score_slack(case, working)
-    problem = _structure_problem(call.weights, call.out, working, habits, max(ROW_SUM_TOLERANCE[working], slack))
+    problem = _structure_problem(call.weights, call.out, habits, max(ROW_SUM_TOLERANCE[working], slack))
     if problem is None and dtype != torch.float64:
         own = ctx.head.attention(case.to(torch.float64))  # the same rounded inputs, computed in float64
         base = LARGE_TOL if working == torch.float64 else Tolerance(rtol=1e-4, atol=1e-4)
@@ -197,7 +194,7 @@ def _low_precision(ctx: Ctx, case64: Case, dtype: torch.dtype, habits: Habits) -
     scale = _own_scale(case, own.weights)
     gold_out, gold_w = plain_attention(case, scale, torch.float64)
     lp_out, lp_w = plain_attention(case, scale, dtype)
-    problem = _structure_problem(call.weights, call.out, ctx.working_dtype(dtype), habits)
+    problem = _structure_problem(call.weights, call.out, habits, ROW_SUM_TOLERANCE[ctx.working_dtype(dtype)])
     if problem is None:
         for what, got, mine, gold, lp in (
             ("out", call.out, own.out, gold_out, lp_out),

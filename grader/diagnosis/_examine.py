@@ -186,7 +186,7 @@ def _examine(
     causes = run("non_finite", causes, _made_non_finite, causes, fitted)
     causes, proof = run("prove", (causes, None), prove, head, causes, walked, checks, ref, rubric, seed)
     # a part the walk named (a float32 softmax whose weights are returned so): the same one decision, at its line
-    causes = run("one_choice", causes, _one_choice, causes, slips, bad, True)
+    causes = run("one_choice", causes, _one_choice, causes, slips, bad)
     return Examination(_explained(causes, failing), where, stopped, passes.error(), proof)
 
 
@@ -473,27 +473,26 @@ OUTSIDE_TORCH = "computed_outside_torch"
 IN_FLOAT32 = "computed_in_float32"
 
 
-def _one_choice(causes: list[Diagnosis], slips: Slips, bad: str, placed: bool = False) -> list[Diagnosis]:
+def _one_choice(causes: list[Diagnosis], slips: Slips, bad: str) -> list[Diagnosis]:
     """One decision that shows in several ways, named once (issue 24, family 5): computing outside torch (no
     autograd graph beside NumPy's float64 results for float32 inputs or a dtype it cannot take), a scale held in
     a float32 tensor (its rounding in float64 beside the float16 it cannot take, issue 35), or computing in
     float32 (a float32 softmax beside float32 results for float64 inputs). ``bad``: the dtypes the head raised
-    for. ``placed``: run again once the causes have their lines (the walk may name a part), the one cause keeps
-    the line of the part that has one."""
+    for. Run again once the causes have their lines (the walk may name a part)."""
     ids = {c.id for c in causes}
     returned = {k: [r for r, _ in s] for k, s in slips.items()}
     if "no_autograd_graph" in ids and (torch.float64 in returned["r0"] + returned["r1"] or DTYPE_CRASH in ids):
         parts = ["no_autograd_graph", "output_dtype", "weights_dtype", DTYPE_CRASH]
         said = ["no autograd graph"] + _dtype_slips(slips) + ([f"no {bad} inputs"] if DTYPE_CRASH in ids else [])
-        return _merged(causes, OUTSIDE_TORCH, parts, said, placed)
+        return _merged(causes, OUTSIDE_TORCH, parts, said)
     causes = _width_of_values(causes)
     crash = next((c for c in causes if c.id == DTYPE_CRASH), None)
     if "scale_in_float32" in ids and crash is not None and _float32_met(crash, bad):
         said = ["float32 rounding in float64 results", f"no {bad} inputs ({first_line(crash.detail or '')})"]
-        return _merged(causes, SCALE_TENSOR, ["scale_in_float32", DTYPE_CRASH], said, placed)
+        return _merged(causes, SCALE_TENSOR, ["scale_in_float32", DTYPE_CRASH], said)
     if "softmax_in_float32" in ids and torch.float32 in returned["r0"] + returned["r1"]:
         said = ["float32 accuracy in float64 results", *_dtype_slips(slips)]
-        return _merged(causes, IN_FLOAT32, ["softmax_in_float32", "output_dtype", "weights_dtype"], said, placed)
+        return _merged(causes, IN_FLOAT32, ["softmax_in_float32", "output_dtype", "weights_dtype"], said)
     return causes
 
 
@@ -555,16 +554,14 @@ def _dtype_slips(slips: Slips) -> list[str]:
     return [f"{what[k]} returned as {_slipped(s)}" for k, s in slips.items() if s]
 
 
-def _merged(
-    causes: list[Diagnosis], cid: str, parts: list[str], said: list[str], placed: bool = False
-) -> list[Diagnosis]:
-    """``causes`` with ``parts`` replaced by the one cause ``cid`` where the first of them stood (``placed``: at
-    the line of the first part that has one)."""
+def _merged(causes: list[Diagnosis], cid: str, parts: list[str], said: list[str]) -> list[Diagnosis]:
+    """``causes`` with ``parts`` replaced by the one cause ``cid`` where the first of them stood, at the line of the
+    first part that has one (none has before the causes are pointed)."""
     mine = [c for c in causes if c.id in parts]
     explains = sorted({x for c in mine for x in c.explains})
     detail = next((c.detail for c in mine if c.detail), None)
     title, hint, cites = cause(cid).words(consequences=", ".join(said))
-    where = next((c.where for c in mine if c.where is not None), None) if placed else None
+    where = next((c.where for c in mine if c.where is not None), None)
     one = Diagnosis(
         id=cid, title=title, hint=hint, cites=cites, kind="contract", explains=explains, detail=detail, where=where
     )
