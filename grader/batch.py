@@ -230,9 +230,8 @@ def submission_status(result: GradeResult) -> SubmissionStatus:
     if not any(c.status == "error" for c in ran):
         return "graded"
     from grader.checks import CHECKS  # late: the registry imports the checks (and torch)
-    from grader.checks._contract import NOT_IMPORTED
 
-    if any(c.id == "interface" and c.message.startswith(NOT_IMPORTED) for c in ran):
+    if any(s.kind == "not_imported" for c in ran for s in c.stopped):
         return "did_not_import"
     calls = [c for c in ran if c.id in CHECKS and HEAD in CHECKS[c.id].needs and c.id not in ANSWER_OPTIONAL]
     if calls and all(c.status == "error" for c in calls):

@@ -7,6 +7,7 @@ its worker can reach these functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -22,25 +23,80 @@ class Tolerance:
         return f"rtol {self.rtol:g}, atol {self.atol:g}"
 
 
-# Reference match. float64 can be tight: a correct head differs from the reference by <= 1e-15
-# (research/numerics.md §7); float32 keeps torch.testing's defaults against a float64 golden on the
-# same float32 inputs; the half types follow PyTorch's CPU fused-vs-math SDPA tolerances.
-TOLERANCES: dict[torch.dtype, Tolerance] = {
-    torch.float64: Tolerance(rtol=1e-10, atol=1e-12),
-    torch.float32: Tolerance(rtol=1e-4, atol=2e-5),
-    torch.float16: Tolerance(rtol=1e-2, atol=1e-2),
-    torch.bfloat16: Tolerance(rtol=5e-2, atol=5e-2),
+F64, F32, F16, BF16 = torch.float64, torch.float32, torch.float16, torch.bfloat16
+Purpose = Literal[
+    "reference", "row_sum", "hull", "equivariance", "scale_fit", "kernel", "kernel_limit", "large_scores", "match",
+    "ladder", "symmetry_gap", "finite_difference",
+]  # fmt: skip
+
+# Every tolerance the grader compares with, by what the comparison is for and the dtype the values are in (the
+# precision the head computes in, where a check measures it). One table, as torch.testing's _DTYPE_PRECISIONS;
+# every message that compares prints what was allowed (``Tolerance.__str__``, ``Mismatch.text``).
+TABLE: dict[Purpose, dict[torch.dtype, Tolerance]] = {
+    # reference match. float64 can be tight: a correct head differs from the reference by <= 1e-15
+    # (research/numerics.md §7); float32 keeps torch.testing's defaults against a float64 golden on the same
+    # float32 inputs; the half types follow PyTorch's CPU fused-vs-math SDPA tolerances.
+    "reference": {
+        F64: Tolerance(rtol=1e-10, atol=1e-12),
+        F32: Tolerance(rtol=1e-4, atol=2e-5),
+        F16: Tolerance(rtol=1e-2, atol=1e-2),
+        BF16: Tolerance(rtol=5e-2, atol=5e-2),
+    },
+    # row sums of the weights (atol): measured worst deviation of a correct head for T <= 1024 is 2.5e-7 (float32),
+    # 2.6e-4 (float16), 2.2e-3 (bfloat16); the bounds leave headroom over those
+    "row_sum": {F64: Tolerance(0, 1e-12), F32: Tolerance(0, 2e-6), F16: Tolerance(0, 1e-3), BF16: Tolerance(0, 8e-3)},
+    # out_i inside the hull of v_1..v_i (rtol: of the values' spread)
+    "hull": {F64: Tolerance(1e-10, 0), F32: Tolerance(1e-5, 0), F16: Tolerance(1e-2, 0), BF16: Tolerance(5e-2, 0)},
+    # f(P X) against P f(X): the same arithmetic in another order
+    "equivariance": {
+        F64: Tolerance(rtol=1e-10, atol=1e-12),
+        F32: Tolerance(rtol=1e-5, atol=1e-6),
+        F16: Tolerance(rtol=1e-2, atol=1e-2),
+        BF16: Tolerance(rtol=5e-2, atol=5e-2),
+    },
+    # the scale read off the weights (rtol: of the slope; atol: the fit's residual, relative to the scores)
+    "scale_fit": {
+        F64: Tolerance(1e-6, 1e-6),
+        F32: Tolerance(1e-4, 1e-3),
+        F16: Tolerance(2e-2, 5e-2),
+        BF16: Tolerance(5e-2, 1e-1),
+    },
+    # the Gaussian positional kernel against its formula, and against its limits at extreme bandwidths
+    "kernel": {F64: Tolerance(rtol=1e-9, atol=1e-12)},
+    "kernel_limit": {F64: Tolerance(rtol=0.0, atol=1e-8)},
+    # a head at huge scores against its own float64 result (the scores' own rounding is added where it is larger)
+    "large_scores": {
+        F64: Tolerance(rtol=1e-8, atol=1e-9),
+        F32: Tolerance(rtol=1e-4, atol=1e-4),
+        F16: Tolerance(rtol=1e-4, atol=1e-4),
+        BF16: Tolerance(rtol=1e-4, atol=1e-4),
+    },
+    # the diagnosis: a head's values against a model's (another way to write the same float64 arithmetic, not
+    # float32; a float32 softmax replayed: the same rounding, up to order), at the ladder's scores of 1e9 (their
+    # rounding of 1e-7: agree on the pattern, not bits)
+    "match": {F64: Tolerance(rtol=1e-9, atol=1e-12), F32: Tolerance(rtol=2e-5, atol=1e-7)},
+    "ladder": {F64: Tolerance(rtol=1e-4, atol=1e-12)},
+    # autograd against central differences of the head's own forward (rtol), with the step FD_STEP: in float64 the
+    # error is about eps^2 (truncation) + 1e-16 / eps (rounding); a float32 head needs a larger step
+    "finite_difference": {
+        F64: Tolerance(1e-6, 0),
+        F32: Tolerance(2e-2, 0),
+        F16: Tolerance(2e-1, 0),
+        BF16: Tolerance(2e-1, 0),
+    },
+    # how far apart a causal head's outputs must be when two rows are swapped (atol): below it they are the same
+    "symmetry_gap": {F64: Tolerance(rtol=0, atol=1e-9)},
 }
 
-# Row sums of the weights: measured worst deviation of a correct head for T <= 1024 is 2.5e-7
-# (float32), 2.6e-4 (float16), 2.2e-3 (bfloat16); the bounds leave headroom over those.
-ROW_SUM_TOLERANCE: dict[torch.dtype, float] = {
-    torch.float64: 1e-12,
-    torch.float32: 2e-6,
-    torch.float16: 1e-3,
-    torch.bfloat16: 8e-3,
-}
 
+def tolerance(purpose: Purpose, dtype: torch.dtype = torch.float64) -> Tolerance:
+    """What a comparison made for ``purpose`` allows in ``dtype``; a purpose that is one number for every dtype
+    has only its float64 entry."""
+    table = TABLE[purpose]
+    return table.get(dtype, table[F64])
+
+
+FD_STEP = {F64: 1e-5, F32: 1e-2, F16: 1e-1, BF16: 1e-1}  # the finite differences' step, by the head's precision
 EXACT = Tolerance(0.0, 0.0)
 
 

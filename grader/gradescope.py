@@ -116,7 +116,7 @@ def _test(number: int, c: CheckResult) -> dict[str, Any]:
         test["output"] = f"{label}. {c.title} ({c.cites}). Details of hidden checks are not shown."
         test["output_format"] = "text"
         return test
-    text = f"{label}: {c.message}" if c.message else label
+    text = f"{label}: {wording.text(c)}" if c.message else label
     maps = [hm for hm in c.heatmaps if len(hm.data) <= _MAX_CELLS]
     if maps and wording.is_problem(c):
         test["output"] = f"<pre>{html.escape(text)}</pre>" + "".join(_heatmap_table(hm) for hm in maps)

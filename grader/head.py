@@ -39,10 +39,24 @@ UNINSTALLED = ", which the grader does not install; "  # its message for a name 
 class StudentFailure(Exception):
     """Student code did not produce a usable answer; carries the verdict status and message."""
 
-    def __init__(self, status: Literal["failed", "error", "timeout"], message: str) -> None:
+    def __init__(
+        self, status: Literal["failed", "error", "timeout"], message: str, shape_of: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.shape_of = shape_of  # a returned value of the wrong shape: which one ("out", "weights")
+
+    @property
+    def stub(self) -> bool:
+        """Whether the student's code raised NotImplementedError (a template stub, not yet a head)."""
+        return "NotImplementedError" in self.message
+
+    @property
+    def overflow(self) -> bool:
+        """Whether torch's exception says a value overflowed the dtype ("... to type at::Half without overflow"):
+        read here, where the foreign text becomes data (``grader.models.Stop.overflow``)."""
+        return "overflow" in self.message
 
 
 class ImportFailure(StudentFailure):
@@ -59,8 +73,9 @@ class MissingFunction(StudentFailure):
 
     def __init__(self, name: str, optional: bool, package: str | None = None, provided: Sequence[str] = ()) -> None:
         message = f"{UNDEFINED}{name}`"
+        self.advice = advice(package, provided) if package is not None else None
         if package is not None:
-            message = f"`{name}` uses {package}{UNINSTALLED}{advice(package, provided)}"
+            message = f"`{name}` uses {package}{UNINSTALLED}{self.advice}"
         super().__init__("error", message)
         self.name = name
         self.optional = optional
@@ -341,7 +356,7 @@ class Head:
         """A returned tensor of the wrong shape or dtype fails the check that asked for it."""
         if tuple(t.shape) != shape:
             expected = f"{symbols} = {_fmt_shape(shape)}" if symbols else _fmt_shape(shape)
-            raise StudentFailure("failed", f"{what} has shape {_fmt_shape(t.shape)}, expected {expected}")
+            raise StudentFailure("failed", f"{what} has shape {_fmt_shape(t.shape)}, expected {expected}", what)
         if dtype is not None and t.dtype != dtype:
             raise StudentFailure(
                 "failed",

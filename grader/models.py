@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 Status = Literal["passed", "failed", "error", "timeout", "skipped"]
 Scoring = Literal["mistakes", "checks"]
@@ -41,6 +41,69 @@ class Counterexample(_Strict):
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in {**self.shape, **self.params}.items()]
         return f"{', '.join(parts)} ({self.dtype}, seed {self.seed})"
+
+
+class Mismatch(_Strict):
+    """Where two tensors disagreed beyond the tolerance (``grader.compare.Mismatch`` as data; it words itself).
+    A number that is not finite (a NaN, a relative difference where 0 was expected) is None."""
+
+    what: str = Field(description="What was compared, e.g. 'out (causal=True)'.")
+    n_bad: int = Field(description="How many elements are outside the tolerance.")
+    n_total: int = Field(description="How many elements were compared.")
+    max_abs: float | None = Field(description="The greatest absolute difference.")
+    abs_index: list[int] = Field(description="Where it is.")
+    max_rel: float | None = Field(description="The greatest relative difference.")
+    rel_index: list[int] = Field(description="Where it is.")
+    got: float | None = Field(description="The value at the greatest absolute difference.")
+    expected: float | None = Field(description="What was expected there.")
+    rtol: float = Field(description="The relative tolerance allowed.")
+    atol: float = Field(description="The absolute tolerance allowed.")
+
+
+StopKind = Literal["raised", "timeout", "breach", "not_defined", "uninstalled", "not_imported"]
+
+
+class Stop(_Strict):
+    """What the student's code did that stopped a check, one of its cases or one of its groups of cases (issue 51:
+    the diagnosis reads this, never the check's words)."""
+
+    kind: StopKind = Field(
+        description="'raised': the code raised (or its worker died); 'timeout': it ran past the time limit; 'breach': "
+        "what it returned breaks the contract; 'not_defined': a contract function is missing; 'uninstalled': a "
+        "function was left out because it needs a package the grader does not install; 'not_imported': the module "
+        "raised while it was imported."
+    )
+    text: str = Field(description="The failure as the head reported it (the exception's line and traceback).")
+    function: str | None = Field(default=None, description="The contract function, for not_defined and uninstalled.")
+    package: str | None = Field(default=None, description="The package it needs, for uninstalled.")
+    advice: str | None = Field(default=None, description="What to use instead, for uninstalled.")
+    scope: Literal["check", "case", "also"] = Field(
+        default="check",
+        description="'check': it stopped the whole check; 'case': the failing case (or group of cases) the check "
+        "reports; 'also': a later group of cases of a check that runs every group (numerical_stability).",
+    )
+    group: str | None = Field(default=None, description="The group of cases it stopped, e.g. 'float16 inputs'.")
+    overflow: bool = Field(default=False, description="The exception says a value overflowed the dtype.")
+    shape_of: str | None = Field(default=None, description="For a breach: the returned value of the wrong shape.")
+
+
+class Unobserved(_Strict):
+    """The head answered finite inputs with non-finite values during a check (issue 30): what was seen, where."""
+
+    said: str = Field(description="What was seen, e.g. 'every entry of out and weights is NaN'.")
+    causal: bool = Field(description="The causal flag of that call.")
+    counterexample: Counterexample = Field(description="The smallest such input.")
+    failed_for_it: bool = Field(
+        description="True: the check's pass was not observed, and it failed for this; False: it failed on its own, "
+        "and this is a note."
+    )
+
+
+class SourceSpot(_Strict):
+    """A line of the submission's source that a check found (the forbidden API's first use)."""
+
+    line: int
+    code: str
 
 
 CauseKind = Literal["mutation", "known", "crash", "contract", "own", "departure"]
@@ -117,6 +180,19 @@ class Diagnosis(_Strict):
     departure: Departure | None = Field(
         default=None, description="What the grader saw there: the value that left the lecture's computation."
     )
+    # What established this cause, as data for the diagnosis's other rules (issue 51: they read it, never the
+    # words above); never serialised: the views read the fields.
+    _facts: dict[str, object] = PrivateAttr(default_factory=dict)
+
+    def with_facts(self, **facts: object) -> Diagnosis:
+        """This cause carrying ``facts`` about what established it."""
+        copy = self.model_copy()
+        copy._facts = {**self._facts, **facts}
+        return copy
+
+    def fact(self, name: str) -> object:
+        """A fact about what established this cause (None when it has none of that name)."""
+        return self._facts.get(name)
 
 
 class DiagnosisError(_Strict):
@@ -219,9 +295,27 @@ class CheckResult(_Strict):
     max_score: float = Field(description="Points available.")
     extra_credit: bool = Field(default=False, description="Points count on top of the maximum.")
     visibility: Visibility = Field(default="visible", description="When the student may see this check.")
-    message: str = Field(description="Explanation: the property, what happened, what to do.")
+    message: str = Field(
+        description="Explanation: the property, what happened, what to do (the smallest failing input and the "
+        "reproduce command are fields of their own)."
+    )
     counterexample: Counterexample | None = Field(default=None, description="Smallest failing input.")
     reproduce: str | None = Field(default=None, description="One command that reruns this check alone.")
+    mismatch: Mismatch | None = Field(default=None, description="The numeric comparison that failed, if one did.")
+    stopped: list[Stop] = Field(
+        default_factory=list,
+        description="What the student's code did that stopped this check (group None, first) or some of its cases "
+        "or groups.",
+    )
+    absent: list[Stop] = Field(
+        default_factory=list,
+        description="Contract functions this check found missing (not_defined) or left out for a package "
+        "(uninstalled), besides what stopped it.",
+    )
+    unobserved: Unobserved | None = Field(
+        default=None, description="Non-finite outputs on finite inputs seen during this check (issue 30)."
+    )
+    found_at: SourceSpot | None = Field(default=None, description="The source line the check found (forbidden_api).")
     seed: int = Field(description="Base seed the check ran with.")
     duration_s: float = Field(description="Wall time of the check in seconds.")
     heatmaps: list[Heatmap] = Field(default_factory=list, description="Matrices to draw for a failure.")

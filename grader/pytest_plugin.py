@@ -197,7 +197,7 @@ class CheckItem(pytest.Item):
             text = wording.WITHHELD.get(found.visibility, "")
         else:
             pointer = wording.pointer(plugin.result, found) if plugin.result is not None else None
-            text = found.message + (f"\n{pointer}" if pointer else "")
+            text = wording.text(found) + (f"\n{pointer}" if pointer else "")
             cause = wording.check_where(plugin.result, found) if plugin.result is not None else None
             if cause is not None and cause.where is not None:
                 text = f"{wording.where_line(cause)}\n{text}"

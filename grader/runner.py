@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from grader._notebook import cell_label
 from grader._paths import bundled
 from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
-from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, begin, judged
+from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, begin, judged, stop_of
 from grader.checks._exercises import stats_seed
 from grader.checks._student_tests import suite_files
 from grader.diagnosis._causes import caps
@@ -497,17 +497,19 @@ def run_check(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, reproduce: Reproduce) 
             ctx.head.require(name, optional=spec.optional)
         verdict = judged(spec.id, spec.fn(ctx), ctx)
     except MissingFunction as exc:
+        stop = [stop_of(exc)]
         if exc.package is not None:  # defined, but left out: it needs a package the grader does not install
             text = exc.message[:1].upper() + exc.message[1:] + "."
-            verdict = Verdict("skipped" if exc.optional else "failed", ("Optional: " if exc.optional else "") + text)
+            status: Literal["skipped", "failed"] = "skipped" if exc.optional else "failed"
+            verdict = Verdict(status, ("Optional: " if exc.optional else "") + text, stopped=stop)
         elif exc.optional:
             verdict = Verdict("skipped", f"Optional: your submission does not define `{exc.name}`; not graded.")
         else:
-            verdict = Verdict("failed", f"{NOT_DEFINED}{exc.name}`, which this check needs.")
+            verdict = Verdict("failed", f"{NOT_DEFINED}{exc.name}`, which this check needs.", stopped=stop)
     except StudentFailure as exc:
         # "failed": it ran, but what came back breaks the contract
         text = f"{BREACH}{exc.message}." if exc.status == "failed" else f"{STOPPED}{exc.message}"
-        verdict = Verdict(exc.status, text)
+        verdict = Verdict(exc.status, text, stopped=[stop_of(exc)])
     except Exception as exc:  # a bug in the grader: still a verdict, never a crash of the run
         tb = traceback.format_exception(exc)[-3:]
         verdict = Verdict(
@@ -525,13 +527,7 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         fraction = 1.0 if v.fraction is None else v.fraction
     else:
         fraction = 0.0 if v.fraction is None else v.fraction
-    message = v.message
-    reproduce = None
-    if v.status in FAILING:
-        if v.counterexample is not None:
-            message += f"\nSmallest failing input: {v.counterexample.describe()}"
-        reproduce = rerun(spec.id, ctx.base_seed)
-        message += f"\nReproduce: {reproduce}"
+    reproduce = rerun(spec.id, ctx.base_seed) if v.status in FAILING else None
     return CheckResult(
         id=spec.id,
         title=spec.title,
@@ -541,9 +537,14 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         max_score=rc.points if v.counted else 0.0,
         extra_credit=rc.extra_credit,
         visibility=rc.visibility,
-        message=message,
+        message=v.message,
         counterexample=v.counterexample,
         reproduce=reproduce,
+        mismatch=v.mismatch_record(),
+        stopped=v.stopped,
+        absent=v.absent,
+        unobserved=v.unobserved,
+        found_at=v.found_at,
         seed=ctx.base_seed,
         duration_s=round(duration, 3),
         heatmaps=v.heatmaps,

@@ -30,7 +30,7 @@ from grader.batch import (
 )
 from grader.cli import main
 from grader.library import known_heads, reference_path
-from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.models import CheckResult, Diagnosis, GradeResult, Stop
 from grader.report.summary import render_summary
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
@@ -415,7 +415,11 @@ def test_submission_statuses_tell_how_the_code_raised(rubric: Rubric) -> None:
     assert submission_status(_graded(rubric, causal_mask=("failed", "leaks"))) == "graded"
     assert submission_status(_graded(rubric, determinism=stopped)) == "raised_in_some_checks"
     assert submission_status(_graded(rubric, **every_call)) == "raised_every_call"
-    assert submission_status(_graded(rubric, **no_import)) == "did_not_import"
+    not_imported = _graded(rubric, **no_import)
+    stop = Stop(kind="not_imported", text="ValueError")  # the evidence the status reads, not the words
+    checks = [c.model_copy(update={"stopped": [stop]}) if c.id == "interface" else c for c in not_imported.checks]
+    assert submission_status(not_imported) == "raised_every_call"
+    assert submission_status(not_imported.model_copy(update={"checks": checks})) == "did_not_import"
     assert submission_status(_graded(rubric, **every_call | {"performance": ("timeout", "slow")})) == "timeout"
     assert set(SUBMISSION_STATUS_MEANING) == set(SUBMISSION_STATUSES) and "crashed" not in SUBMISSION_STATUSES
 

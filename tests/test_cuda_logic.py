@@ -16,6 +16,7 @@ import torch
 from grader.checks import _cuda
 from grader.library import known_heads, reference_path
 from grader.models import CheckResult
+from grader.report.wording import text
 from grader.rubric import Rubric
 from grader.runner import grade
 from grader.sandbox import WorkerPool
@@ -145,7 +146,7 @@ def test_wrong_scale_fails_the_rule(cpu_standin, write_head, rubric: Rubric, poo
         "backends in float32) + one rounding step, with factor 3 for the forward pass and 5 for gradients"
     )
     assert check.message.count("TOO LARGE") == 6
-    assert "Smallest failing input: B=2, T=128, d=64, d_k=40, d_v=40, device=cpu, x_scale=1.0 (float32" in check.message
+    assert "Smallest failing input: B=2, T=128, d=64, d_k=40, d_v=40, device=cpu, x_scale=1.0 (float32" in text(check)
 
 
 def test_unstable_softmax_fails_in_float16(cpu_standin, write_head, rubric: Rubric, pool: WorkerPool) -> None:  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from grader.diagnosis import Seen, attach_causes, caught_by, count_causes, diagn
 from grader.diagnosis._causes import cause
 from grader.head import Head
 from grader.library import KnownHead, known_heads, load_reference, reference_path
-from grader.models import CheckResult, Diagnosis, GradeResult
+from grader.models import CheckResult, Diagnosis, GradeResult, Stop
 from grader.oracle import LiveOracle
 from grader.rubric import Rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -29,10 +29,13 @@ NAMED_AS = {"mask_minus_100": "leaky_mask_constant"}  # the same bug, with its c
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _check(cid: str, status: str = "failed", message: str = "m") -> CheckResult:
+def _check(cid: str, status: str = "failed", message: str = "m", raised: str | None = None) -> CheckResult:
+    """A check's result; ``raised``: the failure of the student's code that stopped it (its evidence)."""
+    stopped = [Stop(kind="raised", text=raised)] if raised is not None else []
     return CheckResult(
-        id=cid, title="t", cites="c", status=status, score=0, max_score=1, message=message, seed=0, duration_s=0
-    )  # type: ignore[arg-type]
+        id=cid, title="t", cites="c", status=status, score=0, max_score=1, message=message, seed=0, duration_s=0,
+        stopped=stopped,
+    )  # type: ignore[arg-type]  # fmt: skip
 
 
 FAILED = [_check("reference_match")]
@@ -234,9 +237,9 @@ def test_a_passing_check_prunes_the_search(head_of: Diagnose) -> None:
 
 
 def test_the_template_gives_one_crash_cause_per_stub(head_of: Diagnose) -> None:
-    stub = "Your code did not complete this check: NotImplementedError: causal_self_attention: project, scale the "
-    stub += "scores, mask, softmax, average"  # what the runner writes for the template (its stub's text)
-    checks = [_check(c, "error", f"{stub}\nReproduce: grade x --only {c}") for c in ("interface", "causal_mask")]
+    stub = "NotImplementedError: causal_self_attention: project, scale the scores, mask, softmax, average"
+    said = f"Your code did not complete this check: {stub}"  # what the runner writes for the template's stub
+    checks = [_check(c, "error", said, raised=stub) for c in ("interface", "causal_mask")]
     template = (REPO / "student_template" / "attention_head.py").read_text()
     causes = head_of(template, checks)
     [crash] = [d for d in causes if d.id == "crash:causal_self_attention"]
@@ -249,8 +252,9 @@ def test_the_template_gives_one_crash_cause_per_stub(head_of: Diagnose) -> None:
 
 def test_one_error_shared_by_several_checks_is_one_cause(head_of: Diagnose) -> None:
     """A failure that only some inputs trigger (here T = 1 is never probed) is grouped by its message."""
-    msg = "Your code did not complete this check: IndexError: index 1 is out of bounds\nReproduce: grade x"
-    checks = [_check("causal_mask", "error", msg), _check("numerical_stability", "error", msg)]
+    error = "IndexError: index 1 is out of bounds"
+    msg = f"Your code did not complete this check: {error}"
+    checks = [_check("causal_mask", "error", msg, error), _check("numerical_stability", "error", msg, error)]
     [crash] = head_of(reference_path().read_text(), checks)
     assert crash.kind == "crash" and crash.explains == ["causal_mask", "numerical_stability"]
 

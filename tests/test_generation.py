@@ -15,6 +15,7 @@ import pytest
 
 from grader.library import KnownHead, known_heads, materialize, reference_path
 from grader.models import CheckResult
+from grader.report import wording
 from grader.rubric import Rubric
 from grader.runner import grade
 from grader.sandbox import WorkerPool
@@ -70,7 +71,7 @@ def test_extension_chaff_is_caught_by_its_check(head: KnownHead, write_head, rub
     res = _results(head.source(), write_head, rubric, pool, ["streaming_softmax", "kv_cache"])
     failing = {cid for cid, r in res.items() if r.status != "passed"}
     assert failing == set(head.caught_by), {cid: r.message for cid, r in res.items()}
-    msg = res[head.caught_by[0]].message
+    msg = wording.text(res[head.caught_by[0]])
     assert "Smallest failing input: B=1, T=2" in msg or "Smallest failing input: B=2, T=3" in msg, msg
     assert f"Reproduce: grade attention_head.py --only {head.caught_by[0]} --seed 20417" in msg
 
@@ -158,4 +159,4 @@ def test_python_double_loop_is_too_slow(write_head, rubric: Rubric, pool: Worker
     assert res.status == "failed"
     m = re.match(r"Your head is (\d+)x slower than the plain batched formula already at T = 256 ", res.message)
     assert m is not None and int(m.group(1)) > 100, res.message  # measured 1200-2000x
-    assert "Reproduce: grade attention_head.py --only performance --seed 20417" in res.message
+    assert "Reproduce: grade attention_head.py --only performance --seed 20417" in wording.text(res)

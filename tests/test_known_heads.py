@@ -50,7 +50,8 @@ def test_chaff_fails_exactly_its_checks(head: KnownHead, tmp_path: Path, rubric:
     assert failing == set(caught_by(head)), {c.id: c.message for c in result.checks if c.id in failing}
     for check in result.checks:
         if check.id in failing:
-            assert "Reproduce: grade " in check.message and f"--only {check.id} --seed " in check.message
+            assert check.reproduce is not None and check.reproduce.startswith("grade ")
+            assert f"--only {check.id} --seed " in check.reproduce and "Reproduce:" not in check.message
 
 
 def test_every_chaff_is_caught_by_some_check() -> None:

@@ -119,8 +119,6 @@ def make_check(
             "At index (0, 0, 1): got 0.9543, expected 0."
         )
     )
-    if problem:
-        text += f"\nSmallest failing input: {cx.describe()}\nReproduce: {reproduce}"  # type: ignore[union-attr]
     return CheckResult(
         id=cid,
         title=f"the property {cid}",

@@ -37,8 +37,7 @@ def _result() -> GradeResult:
         CheckResult(
             id="batch_independence", title="t", cites=LONG_CITE, status="failed", score=0, max_score=6,
             message="Batch element 1 changed when element 0 did: "
-            + "the head mixes the batch coordinate into the scores, which Section 9.1 rules out. " * 3
-            + f"\nReproduce: {REPRODUCE}",
+            + "the head mixes the batch coordinate into the scores, which Section 9.1 rules out. " * 3,
             reproduce=REPRODUCE, seed=1, duration_s=0,
         ),
     ]  # fmt: skip

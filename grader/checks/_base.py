@@ -16,9 +16,11 @@ from typing import Literal
 
 import torch
 
-from grader.head import Head, HeadCall, NonFinite, StudentFailure, compared_non_finite
+from grader.compare import Mismatch
+from grader.head import Head, HeadCall, MissingFunction, NonFinite, StudentFailure, compared_non_finite
 from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
-from grader.models import Counterexample, Heatmap
+from grader.models import Counterexample, Heatmap, SourceSpot, Stop, StopKind, Unobserved
+from grader.models import Mismatch as MismatchRecord
 from grader.oracle import Oracle
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
@@ -39,6 +41,7 @@ NOT_DEFINED = "Your submission does not define `"
 UNOBSERVED = "Not observed: on finite inputs "
 ALSO_FAILING = "Also failing, "  # a later group of a check that runs every group (numerical_stability)
 NON_FINITE_NOTE = "During this check, on finite inputs "
+VACUOUS = "the values this check compared hold no finite number"
 
 PRECISION_SHAPE = Shape(2, 4, 5, 3, 4)  # T = 4: small, so a head that hangs on long inputs answers it
 _NARROW_FIRST = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -71,6 +74,39 @@ class Verdict:
     fraction: float | None = None  # partial credit in [0, 1]; None means all or nothing
     notes: list[str] = field(default_factory=list)
     counted: bool = True  # False: not graded in this edition (the student kit's own-head test run): 0 of 0 points
+    # the evidence as data (issue 51): what the views and the diagnosis read instead of the message's words
+    mismatch: Mismatch | None = None
+    stopped: list[Stop] = field(default_factory=list)  # what stopped the check (group None), its cases, its groups
+    absent: list[Stop] = field(default_factory=list)  # contract functions found missing or left out
+    unobserved: Unobserved | None = None
+    found_at: SourceSpot | None = None
+
+    def mismatch_record(self) -> MismatchRecord | None:
+        m = self.mismatch
+        if m is None:
+            return None
+        return MismatchRecord(
+            what=m.what, n_bad=m.n_bad, n_total=m.n_total, max_abs=_finite(m.max_abs), abs_index=list(m.abs_index),
+            max_rel=_finite(m.max_rel), rel_index=list(m.rel_index), got=_finite(m.got),
+            expected=_finite(m.expected), rtol=m.tolerance.rtol, atol=m.tolerance.atol,
+        )  # fmt: skip
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def stop_of(exc: StudentFailure, scope: Literal["check", "case", "also"] = "check", group: str | None = None) -> Stop:
+    """What stopped a check, as data: the head's failure (a raise, a hang, a breach of what it returns, a missing
+    function), and what it stopped (the check, the case it reports, or a later group of its cases)."""
+    if isinstance(exc, MissingFunction):
+        missing: StopKind = "not_defined" if exc.package is None else "uninstalled"
+        return Stop(
+            kind=missing, text=exc.message, function=exc.name, package=exc.package, advice=exc.advice, scope=scope,
+            group=group,
+        )  # fmt: skip
+    kind: StopKind = "breach" if exc.status == "failed" else "timeout" if exc.status == "timeout" else "raised"
+    return Stop(kind=kind, text=exc.message, scope=scope, group=group, overflow=exc.overflow, shape_of=exc.shape_of)
 
 
 def passed(message: str, **kw: object) -> Verdict:
@@ -227,6 +263,7 @@ class CaseOutcome:
     counterexample: Counterexample | None = None
     heatmaps: list[Heatmap] = field(default_factory=list)
     failure: StudentFailure | None = None  # the head did not answer this case
+    mismatch: Mismatch | None = None  # the comparison that failed, when one did
 
 
 def case_call(
@@ -263,6 +300,8 @@ def by_case(outcomes: list[CaseOutcome], what: str, *, detail: str = "") -> Verd
         counterexample=first.counterexample,
         heatmaps=first.heatmaps,
         fraction=n_ok / len(outcomes),
+        mismatch=first.mismatch,
+        stopped=[stop_of(first.failure, "case", first.label)] if first.failure is not None else [],
     )
 
 
@@ -297,23 +336,30 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
     if seen is None and part is not None and verdict.status == "failed":
         example = part.case.counterexample(base_seed, causal=part.causal)
         verdict.notes.append(f"{NON_FINITE_NOTE}{part.said()} (causal={part.causal}; input {example.describe()})")
+        verdict.unobserved = Unobserved(
+            said=part.said(), causal=part.causal, counterexample=example, failed_for_it=False
+        )
         return verdict
     if seen is None and part is not None and verdict.status == "passed":
+        example = part.case.counterexample(base_seed, causal=part.causal)
         return failed(
             f"{UNOBSERVED}{part.said()} (causal={part.causal}; the smallest such input is below). This check "
             "observed its property only on the finite entries: NaN compares bit-equal with NaN, and every bound "
             "is false of it, so it cannot credit the rows it could not see.",
-            counterexample=part.case.counterexample(base_seed, causal=part.causal),
+            counterexample=example,
             notes=verdict.notes,
+            unobserved=_seen(part, example, failed_for_it=True),
         )
     if seen is None and ctx.compared and not ctx.observed_finite and ctx.vacuous is not None:
         case, causal = ctx.vacuous
         if verdict.status == "passed":
+            example = case.counterexample(base_seed, causal=causal)
             return failed(
-                f"{UNOBSERVED}the values this check compared hold no finite number (causal={causal}; the "
-                "smallest such input is below): NaN compares bit-equal with NaN, so the invariance was not observed.",
-                counterexample=case.counterexample(base_seed, causal=causal),
+                f"{UNOBSERVED}{VACUOUS} (causal={causal}; the smallest such input is below): NaN compares bit-equal "
+                "with NaN, so the invariance was not observed.",
+                counterexample=example,
                 notes=verdict.notes,
+                unobserved=Unobserved(said=VACUOUS, causal=causal, counterexample=example, failed_for_it=True),
             )
         return verdict
     if seen is None or verdict.status not in ("passed", "failed"):
@@ -321,6 +367,9 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
     example = seen.case.counterexample(base_seed, causal=seen.causal)
     if verdict.status == "failed":
         verdict.notes.append(f"{NON_FINITE_NOTE}{seen.said()} (causal={seen.causal}; input {example.describe()})")
+        verdict.unobserved = Unobserved(
+            said=seen.said(), causal=seen.causal, counterexample=example, failed_for_it=False
+        )
         return verdict
     text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
     return failed(
@@ -328,7 +377,12 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
         "bit-equal with NaN, and every bound is false of it, so this check cannot credit it.",
         counterexample=example,
         notes=verdict.notes,
+        unobserved=_seen(seen, example, failed_for_it=True),
     )
+
+
+def _seen(nf: NonFinite, example: Counterexample, *, failed_for_it: bool) -> Unobserved:
+    return Unobserved(said=nf.said(), causal=nf.causal, counterexample=example, failed_for_it=failed_for_it)
 
 
 Group = tuple[str, Callable[[], "Verdict | None"]]  # a label ("float32 inputs") and its judge (None: it holds)
@@ -357,7 +411,9 @@ def every_group(groups: Sequence[Group]) -> Verdict | None:
         raise found[0][1]  # type: ignore[misc]  # the head answered no group: it failed as it failed
     first_label, first = found[0]
     verdict = (
-        failed(f"With {first_label}: {CASE_STOPPED}{first.message}") if isinstance(first, StudentFailure) else first
+        failed(f"With {first_label}: {CASE_STOPPED}{first.message}", stopped=[stop_of(first, "case", first_label)])
+        if isinstance(first, StudentFailure)
+        else first
     )
     others, said = [], {_gist(verdict.message)}
     for label, v in found[1:]:
@@ -365,6 +421,8 @@ def every_group(groups: Sequence[Group]) -> Verdict | None:
         if _gist(text) not in said:  # each distinct failure once: the same one in float32 adds nothing
             said.add(_gist(text))
             others.append(f"{ALSO_FAILING}{label}: {text.splitlines()[0]}")
+            if isinstance(v, StudentFailure):  # a group the head did not answer: a failure of its own
+                verdict.stopped.append(stop_of(v, "also", label))
     if others:
         verdict.message = "\n".join([verdict.message, *others])
     return verdict

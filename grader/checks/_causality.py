@@ -8,7 +8,7 @@ from functools import partial
 import torch
 
 from grader.checks._base import Ctx, Group, Verdict, check, every_group, failed, fmt, heatmaps_for, passed, weights_of
-from grader.compare import TOLERANCES, dtype_name, mismatch
+from grader.compare import FD_STEP, dtype_name, mismatch, tolerance
 from grader.head import HeadCall
 from grader.inputs import FAMILIES, Case, Shape, simple_cases
 
@@ -122,7 +122,7 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
     and the head's gradients — every permitted block and the gradients with respect to W_Q, W_K, W_V —
     are the derivatives of its own forward pass (central finite differences along random directions)."""
     precision = ctx.precision()
-    eps, rtol = FINITE_DIFFERENCE[precision]
+    eps, rtol = FD_STEP[precision], tolerance("finite_difference", precision).rtol
     made: dict[int, tuple[Case, HeadCall, tuple[torch.Tensor | None, torch.Tensor | None], torch.Generator]] = {}
 
     def calls() -> Iterator[tuple[Case, HeadCall, tuple[torch.Tensor | None, torch.Tensor | None], torch.Generator]]:
@@ -183,18 +183,8 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
     )
 
 
-# Central differences: step and relative tolerance by the precision the head computes in. In float64 the
-# error is about eps^2 (truncation) + 1e-16 / eps (rounding); a float32 head needs a larger step.
-FINITE_DIFFERENCE = {
-    torch.float64: (1e-5, 1e-6),
-    torch.float32: (1e-2, 2e-2),
-    torch.float16: (1e-1, 2e-1),
-    torch.bfloat16: (1e-1, 2e-1),
-}
-
-
 def _fd_text(precision: torch.dtype) -> str:
-    eps, rtol = FINITE_DIFFERENCE[precision]
+    eps, rtol = FD_STEP[precision], tolerance("finite_difference", precision).rtol
     return f"step {eps:g}, relative tolerance {rtol:g}"
 
 
@@ -258,7 +248,7 @@ def _finite_difference(
 def batch_independence(ctx: Ctx) -> Verdict:
     """Section 9.1: matrix products act on the last two coordinates only, so out(X)[b] equals
     out(X[b:b+1])[0], and changing one batch element never changes another."""
-    tol = TOLERANCES[ctx.working_dtype(torch.float64)]
+    tol = tolerance("reference", ctx.working_dtype(torch.float64))
     fulls: dict[int, HeadCall] = {}
 
     def full_of(k: int, case: Case) -> HeadCall:
@@ -307,6 +297,7 @@ def batch_independence(ctx: Ctx) -> Verdict:
                             f"{'a different output' if what == 'out' else 'different weights'} when it "
                             "is passed on its own (B=1).\n" + bad.text(),
                             counterexample=case.counterexample(ctx.base_seed),
+                            mismatch=bad,
                         )
         return None
 

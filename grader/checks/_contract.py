@@ -19,11 +19,13 @@ from grader.checks._base import (
     failed,
     heatmaps_for,
     passed,
+    stop_of,
     weights_of,
 )
-from grader.compare import TOLERANCES, Tolerance, dtype_name, mismatch
-from grader.head import CORE, HeadCall, ImportFailure, StudentFailure
+from grader.compare import Tolerance, dtype_name, mismatch, tolerance
+from grader.head import CORE, HeadCall, ImportFailure, MissingFunction, StudentFailure
 from grader.inputs import FAMILIES, Case, Shape, make_case
+from grader.models import Stop
 
 # The interface check's headline when the module did not import (grader.batch reads it: "did_not_import").
 NOT_IMPORTED = "Your module could not be imported, so none of its functions could be called:"
@@ -40,17 +42,19 @@ def interface(ctx: Ctx) -> Verdict:
     """Section 9.1: every contract function exists, returns the documented shapes and dtypes, leaves
     its inputs untouched, and answers new inputs anew (no memoised replies)."""
     problems: list[str] = []
+    absent: list[Stop] = []
     for name in CORE:
         try:
             ctx.head.require(name)
         except ImportFailure as exc:  # every other check stops on the same error
-            return failed(f"{NOT_IMPORTED} {exc.message}")
+            return failed(f"{NOT_IMPORTED} {exc.message}", stopped=[Stop(kind="not_imported", text=exc.message)])
         except StudentFailure as exc:
             if exc.status == "timeout":  # the import hung: a hang, not a missing function
                 raise
             problems.append(exc.message)
+            absent += [stop_of(exc)] if isinstance(exc, MissingFunction) else []
     if problems:
-        return failed("The submission does not provide the whole contract:\n" + "\n".join(problems))
+        return failed("The submission does not provide the whole contract:\n" + "\n".join(problems), absent=absent)
     shape = Shape(2, 3, 4, 2, 3)
     for dtype in (torch.float64, torch.float32):
         a = make_case(shape, seed=ctx.seed(0), dtype=dtype)
@@ -160,7 +164,7 @@ def reference_match(ctx: Ctx) -> Verdict:
     """Definition 2.2 (with the causal mask of Definition 4.1): on float64 inputs of several shape
     families, including T = 1 and d_k != d_v != d, both outputs equal the reference, causal or not.
     Partial credit: the fraction of (shape family, causal) cases that match."""
-    tol = TOLERANCES[torch.float64]
+    tol = tolerance("reference")
     public = ctx.ref.public_cases("reference_match")  # the student kit: the fixed cases it stores outputs of
     base, cases = (ctx.base_seed, list(ctx.cases(FAMILIES))) if public is None else public
     outcomes = [_reference_case(ctx, case, causal, tol, base) for case in cases for causal in (True, False)]
@@ -193,6 +197,7 @@ def _reference_case(ctx: Ctx, case: Case, causal: bool, tol: Tolerance, base_see
                 f"{', masked as in Definition 4.1' if causal else ', unmasked'}).\n{bad.text()}"
             )
             outcome.heatmaps = heatmaps_for(call.weights, w, causal=causal, batch=bad.abs_index[0])
+            outcome.mismatch = bad
             break
     return outcome
 

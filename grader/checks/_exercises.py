@@ -9,11 +9,8 @@ from collections.abc import Callable
 import torch
 
 from grader.checks._base import Ctx, Verdict, check, failed, heatmaps_for, passed
-from grader.compare import Tolerance, mismatch
+from grader.compare import mismatch, tolerance
 from grader.models import Counterexample, Heatmap
-
-KERNEL_TOL = Tolerance(rtol=1e-9, atol=1e-12)
-LIMIT_TOL = Tolerance(rtol=0.0, atol=1e-8)
 
 
 def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
@@ -66,12 +63,13 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
     for T, h in KERNEL_CASES:
         got = ctx.head.gaussian_weights(T, h)
         exp = ctx.ref.gaussian_weights(T, h)
-        bad = mismatch(got, exp, KERNEL_TOL, f"gaussian_positional_weights({T}, {h:g})")
+        bad = mismatch(got, exp, tolerance("kernel"), f"gaussian_positional_weights({T}, {h:g})")
         if bad is not None:
             return failed(
                 f"Your Gaussian positional weights for T={T}, h={h:g} differ from "
                 "A_ij ∝ exp(-(i-j)^2 / (2 h^2)) on j <= i, normalised over each row (Exercise 7).\n" + bad.text(),
                 counterexample=_kernel_cx(ctx, T, h),
+                mismatch=bad,
                 heatmaps=_maps(got, exp),
             )
     T = 8
@@ -85,12 +83,13 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
     )
     for h, limit, name in limits:
         got = ctx.head.gaussian_weights(T, h)
-        bad = mismatch(got, limit, LIMIT_TOL, f"gaussian_positional_weights({T}, {h:g})")
+        bad = mismatch(got, limit, tolerance("kernel_limit"), f"gaussian_positional_weights({T}, {h:g})")
         if bad is not None:
             return failed(
                 f"At bandwidth h={h:g} your kernel should be {name} (Example 7.4 limits); it differs from that "
                 "limit or is not finite:\n" + bad.text(),
                 counterexample=_kernel_cx(ctx, T, h),
+                mismatch=bad,
                 heatmaps=_maps(got, limit),
             )
     return passed("The kernel matches the reference for several bandwidths, and both limits hold.")
@@ -111,7 +110,7 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
         scores = (Q.double() @ K.double().T) / math.sqrt(2)  # (T, 2) x (2, T) -> (T, T)
         got = causal_softmax(scores)
         exp = ctx.ref.gaussian_weights(T, h)
-        bad = mismatch(got, exp, KERNEL_TOL, f"causal softmax(Q K^T / sqrt(2)) for T={T}, h={h:g}")
+        bad = mismatch(got, exp, tolerance("kernel"), f"causal softmax(Q K^T / sqrt(2)) for T={T}, h={h:g}")
         if bad is not None:
             return failed(
                 f"Scaled dot-product attention with your Q and K (d_k = 2, scores divided by sqrt(2)) does "
@@ -119,6 +118,7 @@ def gaussian_qk(ctx: Ctx) -> Verdict:
                 "-(i-j)^2/(2h^2) = -i^2/(2h^2) + i j / h^2 - j^2/(2h^2): the first term is constant in "
                 "each row, so softmax ignores it.\n" + bad.text(),
                 counterexample=_kernel_cx(ctx, T, h),
+                mismatch=bad,
                 heatmaps=_maps(got, exp),
             )
     return passed("Your queries and keys reproduce the Gaussian kernel by causal scaled dot-product attention.")

@@ -13,7 +13,7 @@ import math
 import torch
 
 from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
-from grader.compare import TOLERANCES, dtype_name, mismatch
+from grader.compare import dtype_name, mismatch, tolerance
 from grader.head import NotAttempted, PeakMemory, Timing
 from grader.inputs import FAMILIES, Case, Shape, make_case
 from grader.models import Counterexample
@@ -137,7 +137,7 @@ def _compare_stream(
     params: dict[str, float | int | bool | str],
 ) -> Verdict | None:
     Q, K, V = qkv
-    tol = TOLERANCES[Q.dtype]
+    tol = tolerance("reference", Q.dtype)
     gold = dense_attention(Q, K, V, causal)
     bad = mismatch(out, gold, tol, f"out (block_size={block}, causal={causal})")
     if bad is None:
@@ -163,6 +163,7 @@ def _compare_stream(
         f"with block_size = {block} ({blocks} block{'s' if blocks > 1 else ''} for T = {T}); worst at query "
         f"row {row}.\n{bad.text()}\n{advice}",
         counterexample=_stream_example(Q, V, ctx.base_seed, block_size=block, causal=causal, **params),
+        mismatch=bad,
     )
 
 
@@ -178,12 +179,13 @@ def _judge_memory(ctx: Ctx, qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
         raise RuntimeError(f"the memory meter saw only {probe.dense_peak_bytes} bytes for the dense formula")
     example = _stream_example(Q, V, ctx.base_seed, block_size=MEM_BLOCK, causal=True)
     rows = torch.cat([torch.arange(64), torch.arange(MEM_T - 64, MEM_T)])  # (128,)
-    bad = mismatch(probe.result[:, rows], _rows_golden(Q, K, V, rows), TOLERANCES[Q.dtype], "out rows")
+    bad = mismatch(probe.result[:, rows], _rows_golden(Q, K, V, rows), tolerance("reference", Q.dtype), "out rows")
     if bad is not None:
         return failed(
             f"At T = {MEM_T} with block_size = {MEM_BLOCK}, streaming_attention differs from dense attention "
             f"(first 64 and last 64 query rows compared; Aside 8.1).\n{bad.text()}",
             counterexample=example,
+            mismatch=bad,
         )
     allowed = MEM_FRACTION * square
     if probe.peak_bytes > allowed:
@@ -234,7 +236,7 @@ def kv_cache(ctx: Ctx) -> Verdict:
 def _check_decode(ctx: Ctx, case: Case, *, stub_ok: bool) -> Verdict | None:
     dec = ctx.head.kv_decode(case, stub_ok=stub_ok)
     s, dtype = case.shape, case.X.dtype
-    tol = TOLERANCES[dtype]
+    tol = tolerance("reference", dtype)
     example = case.counterexample(ctx.base_seed)
     expected_lengths = list(range(1, s.T + 1))
     if dec.lengths != expected_lengths:
@@ -258,6 +260,7 @@ def _check_decode(ctx: Ctx, case: Case, *, stub_ok: bool) -> Verdict | None:
             f"step {t}:\n{bad.text()}\nAppend the new key and value first, then score the query against all "
             "cached keys, scaled by 1/sqrt(d_k).",
             counterexample=example,
+            mismatch=bad,
         )
     for what, got, kind, W in (
         ("keys", dec.keys, dec.keys_type, case.W_K),
@@ -283,6 +286,7 @@ def _check_decode(ctx: Ctx, case: Case, *, stub_ok: bool) -> Verdict | None:
                 f"After {s.T} steps cache.{what} does not hold the {what} x_t @ W_{what[0].upper()} of the "
                 f"positions seen, in order (Section 8.1).\n{bad.text()}",
                 counterexample=example,
+                mismatch=bad,
             )
     return None
 

@@ -10,9 +10,10 @@ import torch.nn.functional as F
 
 from grader._syntax import parse
 from grader.checks._base import CaseOutcome, Ctx, Verdict, by_case, case_call, check, failed, heatmaps_for, passed
-from grader.compare import TOLERANCES, dtype_name, mismatch
+from grader.compare import dtype_name, mismatch, tolerance
 from grader.head import StudentFailure
 from grader.inputs import FAMILIES, Case
+from grader.models import SourceSpot
 
 # Calls that reach the same kernels under other names; traced alongside the rubric's list and resolved in the source.
 ALIASES = {
@@ -54,7 +55,7 @@ def _fused_case(ctx: Ctx, case: Case, causal: bool) -> CaseOutcome:
     outcome, call = case_call(ctx, case, causal, label)
     if call is None:
         return outcome
-    tol = TOLERANCES[ctx.working_dtype(dtype)]  # float32 arithmetic is charged once, by reference_match
+    tol = tolerance("reference", ctx.working_dtype(dtype))  # float32 arithmetic is charged once, by reference_match
     bad = mismatch(call.out, sdpa_reference(case, causal), tol, f"out vs SDPA (causal={causal})")
     if bad is not None:
         outcome.problem = (
@@ -62,6 +63,7 @@ def _fused_case(ctx: Ctx, case: Case, causal: bool) -> CaseOutcome:
             f"(is_causal={causal}) on the same inputs.\n{bad.text()}"
         )
         outcome.heatmaps = heatmaps_for(call.weights, None, causal=causal)
+        outcome.mismatch = bad
     return outcome
 
 
@@ -250,7 +252,7 @@ def forbidden_api(ctx: Ctx) -> Verdict:
     try:
         called = sorted({names.get(c, c) for c in ctx.head.traced_calls(case, list(names))})
     except StudentFailure as exc:
-        if exc.status == "timeout" or "NotImplementedError" in exc.message:
+        if exc.status == "timeout" or exc.stub:
             raise  # a stub or a hang is not yet a head: nothing to judge
         # The head does not run (its own checks say why); the source alone still settles this property.
         called, untraced = [], f"Judged on your source alone: a traced call did not complete ({exc.message})."
@@ -267,7 +269,8 @@ def forbidden_api(ctx: Ctx) -> Verdict:
             lines.append("In your source: " + "; ".join(u.quote() for u in uses[:3]) + more + ".")
         if called:
             lines.append(f"Called during a forward pass: {', '.join(called)}.")
-        return failed("\n".join(lines + ([untraced] if untraced else [])))
+        first = SourceSpot(line=uses[0].line, code=uses[0].text) if uses else None
+        return failed("\n".join(lines + ([untraced] if untraced else [])), found_at=first)
     if untraced:
         return passed(f"No forbidden attention API is referred to in your source. {untraced}")
     return passed("No forbidden attention API is referred to or called.")

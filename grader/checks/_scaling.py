@@ -8,16 +8,10 @@ from dataclasses import dataclass
 import torch
 
 from grader.checks._base import Ctx, Verdict, check, failed, passed
+from grader.compare import tolerance
 from grader.inputs import Shape, make_case
 
 D_KS = (16, 64, 256)
-# Fit tolerances by the precision the head computes in: (slope, residual), both relative.
-FIT_TOL = {
-    torch.float64: (1e-6, 1e-6),
-    torch.float32: (1e-4, 1e-3),
-    torch.float16: (2e-2, 5e-2),
-    torch.bfloat16: (5e-2, 1e-1),
-}
 
 
 @dataclass(frozen=True)
@@ -80,7 +74,8 @@ def _fit(w: torch.Tensor, s: torch.Tensor, use: torch.Tensor, dim: int) -> tuple
 def score_scaling(ctx: Ctx) -> Verdict:
     """Lemma 5.5 and Remark 5.6: the head applies exactly 1/sqrt(d_k) to the raw scores q_i . k_j. The
     applied scale is recovered from the returned weights for d_k in {16, 64, 256}."""
-    slope_tol, resid_tol = FIT_TOL[ctx.working_dtype(torch.float64)]
+    fit_tol = tolerance("scale_fit", ctx.working_dtype(torch.float64))
+    slope_tol, resid_tol = fit_tol.rtol, fit_tol.atol
     for k, d_k in enumerate(D_KS):
         case = make_case(Shape(2, 12, 48, d_k, 5), seed=ctx.seed(k))
         w = ctx.head.attention(case).weights

@@ -7,13 +7,12 @@ from functools import partial
 import torch
 
 from grader.checks._base import Ctx, Verdict, check, every_group, failed, heatmaps_for, passed, weights_of
-from grader.compare import ROW_SUM_TOLERANCE, dtype_name
+from grader.compare import dtype_name, tolerance
 from grader.inputs import FAMILIES, Case, make_case, simple_cases
 
 DTYPES = (torch.float64, torch.float32)  # the dtype groups of row_stochastic and causal_mask
 
 # Relative slack of the hull bounds, by the precision the head computes in (a few units of rounding).
-HULL_SLACK = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
 @check(
@@ -31,7 +30,7 @@ def row_stochastic(ctx: Ctx) -> Verdict:
 
 def _row_stochastic(ctx: Ctx, dtype: torch.dtype) -> Verdict | None:
     working = ctx.working_dtype(dtype)
-    tol = ROW_SUM_TOLERANCE[working]
+    tol = tolerance("row_sum", working).atol
     for case in ctx.cases(FAMILIES, dtype=dtype):
         for causal in (True, False):
             w = ctx.head.attention(case, causal=causal).weights
@@ -153,7 +152,7 @@ def convex_hull(ctx: Ctx) -> Verdict:
     """Corollary of Proposition 3.1, prefix form: out_i is a convex combination of v_1..v_i, so for every
     direction u, min_{j<=i} <u, v_j> <= <u, out_i> <= max_{j<=i} <u, v_j>."""
     g = torch.Generator().manual_seed(ctx.seed(99))
-    slack_rel = HULL_SLACK[ctx.working_dtype(torch.float64)]
+    slack_rel = tolerance("hull", ctx.working_dtype(torch.float64)).rtol
     for case in ctx.cases(FAMILIES[2:]):
         case = _offset_values_case(case)
         call = ctx.head.attention(case)

@@ -11,10 +11,8 @@ import torch
 
 from grader.checks._base import Ctx, Group, Verdict, check, every_group, failed, heatmaps_for, passed
 from grader.checks._scaling import fitted_scale
-from grader.compare import ROW_SUM_TOLERANCE, Tolerance, dtype_name, mismatch
+from grader.compare import Tolerance, dtype_name, mismatch, tolerance
 from grader.inputs import Case, Shape, make_case
-
-LARGE_TOL = Tolerance(rtol=1e-8, atol=1e-9)
 
 
 def kernel_case(T: int, alpha: float, dtype: torch.dtype) -> Case:
@@ -104,7 +102,7 @@ def _habits(ctx: Ctx) -> Habits:
     return Habits(
         finite=bool(torch.isfinite(w).all()) and bool(torch.isfinite(call.out).all()),
         masks=bool((w[:, upper].nan_to_num(0.0) == 0).all()),
-        normalises=float(dev.max()) <= ROW_SUM_TOLERANCE[ctx.working_dtype(torch.float64)],
+        normalises=float(dev.max()) <= tolerance("row_sum", ctx.working_dtype(torch.float64)).atol,
     )
 
 
@@ -168,10 +166,11 @@ def _large(ctx: Ctx, case: Case, dtype: torch.dtype, what: str, habits: Habits) 
     call = ctx.head.attention(case)
     working = ctx.working_dtype(dtype)
     slack = score_slack(case, working)
-    problem = _structure_problem(call.weights, call.out, habits, max(ROW_SUM_TOLERANCE[working], slack))
+    problem = _structure_problem(call.weights, call.out, habits, max(tolerance("row_sum", working).atol, slack))
+    bad = None
     if problem is None and dtype != torch.float64:
         own = ctx.head.attention(case.to(torch.float64))  # the same rounded inputs, computed in float64
-        base = LARGE_TOL if working == torch.float64 else Tolerance(rtol=1e-4, atol=1e-4)
+        base = tolerance("large_scores", working)
         bad = mismatch(call.weights, own.weights, Tolerance(rtol=max(base.rtol, slack), atol=base.atol), "weights")
         if bad is not None:
             problem = "differs from its own float64 result on the same inputs:\n" + bad.text()
@@ -181,6 +180,7 @@ def _large(ctx: Ctx, case: Case, dtype: torch.dtype, what: str, habits: Habits) 
         f"With {what} in {dtype_name(dtype)}, your head {problem} (Implementation aside 4.4).",
         counterexample=case.counterexample(ctx.base_seed),
         heatmaps=heatmaps_for(call.weights, ctx.ref.attention(case)[1]),
+        mismatch=bad,
     )
 
 
@@ -194,7 +194,7 @@ def _low_precision(ctx: Ctx, case64: Case, dtype: torch.dtype, habits: Habits) -
     scale = _own_scale(case, own.weights)
     gold_out, gold_w = plain_attention(case, scale, torch.float64)
     lp_out, lp_w = plain_attention(case, scale, dtype)
-    problem = _structure_problem(call.weights, call.out, habits, ROW_SUM_TOLERANCE[ctx.working_dtype(dtype)])
+    problem = _structure_problem(call.weights, call.out, habits, tolerance("row_sum", ctx.working_dtype(dtype)).atol)
     if problem is None:
         for what, got, mine, gold, lp in (
             ("out", call.out, own.out, gold_out, lp_out),

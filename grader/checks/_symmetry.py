@@ -5,16 +5,10 @@ from __future__ import annotations
 import torch
 
 from grader.checks._base import Ctx, Verdict, check, every_group, failed, passed
-from grader.compare import Tolerance, mismatch
+from grader.compare import mismatch, tolerance
 from grader.inputs import FAMILIES
 
 # Not bitwise: permuted GEMMs round differently. Keyed by the precision the head computes in.
-EQUIVARIANCE_TOL = {
-    torch.float64: Tolerance(rtol=1e-10, atol=1e-12),
-    torch.float32: Tolerance(rtol=1e-5, atol=1e-6),
-    torch.float16: Tolerance(rtol=1e-2, atol=1e-2),
-    torch.bfloat16: Tolerance(rtol=5e-2, atol=5e-2),
-}
 
 
 @check(
@@ -26,7 +20,7 @@ def permutation_equivariance(ctx: Ctx) -> Verdict:
     """Theorem 6.1: with causal=False, Attn(P X) = P Attn(X) and A(P X) = P A P^T. Remark 6.3: with the
     causal mask, a swap of the first two rows changes the result beyond permutation."""
     g = torch.Generator().manual_seed(ctx.seed(1))
-    tol = EQUIVARIANCE_TOL[ctx.working_dtype(torch.float64)]
+    tol = tolerance("equivariance", ctx.working_dtype(torch.float64))
 
     def unmasked() -> Verdict | None:
         for case in ctx.cases(FAMILIES[2:]):
@@ -49,6 +43,7 @@ def permutation_equivariance(ctx: Ctx) -> Verdict:
                         "that causal=False really removes the mask and that nothing depends on absolute "
                         f"positions.\n{bad.text()}",
                         counterexample=case.counterexample(ctx.base_seed, causal=False),
+                        mismatch=bad,
                     )
         return None
 
@@ -61,7 +56,7 @@ def permutation_equivariance(ctx: Ctx) -> Verdict:
         a = getattr(swapped, what)
         b = getattr(first, what)[:, swap] if what == "out" else getattr(first, what)[:, swap][:, :, swap]
         gap = float((a.double() - b.double()).abs().max())
-        if gap < 1e-9:
+        if gap < tolerance("symmetry_gap").atol:
             return failed(
                 "With causal=True your head is permutation-equivariant (swapping rows 0 and 1 only swapped the "
                 f"{'outputs' if what == 'out' else 'weights'}; difference {gap:.3g}). The causal mask must break "

@@ -9,7 +9,6 @@ and points every cause at its line (``_pointing``).
 from __future__ import annotations
 
 import math
-import re
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -18,8 +17,6 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import torch
 
-from grader.checks._base import ALSO_FAILING, BREACH, CASE_STOPPED, NON_FINITE_NOTE, NOT_DEFINED, STOPPED, UNOBSERVED
-from grader.checks._contract import NOT_IMPORTED
 from grader.diagnosis._bugs import Bug, Bugs, bugs_of, stored_ids
 from grader.diagnosis._causes import cause, model_cause_ids
 from grader.diagnosis._departure import fill_constants
@@ -62,10 +59,10 @@ from grader.diagnosis._where import (
     first_line,
     inputs,
 )
-from grader.head import UNDEFINED, UNINSTALLED, Head, StudentFailure
+from grader.head import Head, StudentFailure
 from grader.inputs import Shape, make_case
 from grader.library import KnownHead, load_reference
-from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, DiagnosisProof, GradeResult
+from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, DiagnosisProof, GradeResult, Stop
 from grader.scoring import listed
 
 if TYPE_CHECKING:
@@ -245,11 +242,7 @@ def _crashed_too(failing: list[CheckResult], causes: list[Diagnosis]) -> list[Ch
     return [
         c
         for c in failing
-        if c.id in explained
-        and any(
-            ln.startswith(ALSO_FAILING) and CASE_STOPPED in ln and not (c.id in by_constant and "overflow" in ln)
-            for ln in c.message.splitlines()
-        )
+        if c.id in explained and any(s.scope == "also" and not (c.id in by_constant and s.overflow) for s in c.stopped)
     ]
 
 
@@ -503,7 +496,7 @@ def _width_of_values(causes: list[Diagnosis]) -> list[Diagnosis]:
     """Values never projected and the breach of out's width they make, one cause (issue 35, item 11): the checks
     that stopped on out's shape are the projection's, charged once at its price."""
     values = next((c for c in causes if c.id == "no_value_projection"), None)
-    breach = next((c for c in causes if c.id in BREACHES and "out has shape" in c.title), None)
+    breach = next((c for c in causes if c.id in BREACHES and c.fact("shape_of") == "out"), None)
     if values is None or breach is None:
         return causes
     explains = sorted({*values.explains, *breach.explains})
@@ -512,10 +505,10 @@ def _width_of_values(causes: list[Diagnosis]) -> list[Diagnosis]:
 
 # a projection left out (named from the trace, after the crashes and breaches): the width it leaves, per id
 WIDTHS = {
-    "no_query_projection": "d_k ≠ d",
-    "no_key_projection": "d_k ≠ d",
-    "no_query_key_projection": "d_k ≠ d",
-    "no_value_projection": "d_v ≠ d",
+    "no_query_projection": "d_k",
+    "no_key_projection": "d_k",
+    "no_query_key_projection": "d_k",
+    "no_value_projection": "d_v",
 }
 
 
@@ -526,7 +519,7 @@ def _projection_widths(causes: list[Diagnosis]) -> list[Diagnosis]:
     causes = _width_of_values(causes)
     for cid, width in WIDTHS.items():
         own = next((c for c in causes if c.id == cid), None)
-        crash = next((c for c in causes if c.id == "width_crash" and width in c.title), None)
+        crash = next((c for c in causes if c.id == "width_crash" and width in _widths(c)), None)
         if own is None or crash is None:
             continue
         explains = sorted({*own.explains, *crash.explains})
@@ -535,7 +528,12 @@ def _projection_widths(causes: list[Diagnosis]) -> list[Diagnosis]:
 
 
 SCALE_TENSOR = "scale_tensor_in_float32"
-_FLOAT32 = re.compile(r"\b[Ff]loat\b")  # torch's name of float32 in a dtype mismatch ("found Float", "float != ")
+
+
+def _widths(crash: Diagnosis) -> tuple[str, ...]:
+    """The widths a width crash says must equal d for the head to run (``_where.by_width``)."""
+    widths = crash.fact("equal_d")
+    return tuple(str(w) for w in widths) if isinstance(widths, tuple) else ()
 
 
 def _float32_met(crash: Diagnosis, bad: str) -> bool:
@@ -543,7 +541,7 @@ def _float32_met(crash: Diagnosis, bad: str) -> bool:
     a float32 tensor with an axis does there (it takes part in type promotion, and the float32 scores meet the
     float16 values), beside the float32 rounding it leaves in a float64 head (issue 35, item 11)."""
     narrow = bool(bad) and all(d.strip() in ("float16", "bfloat16") for d in bad.split(" and "))
-    return narrow and bool(_FLOAT32.search(crash.detail or ""))
+    return narrow and crash.fact("float32_met") is True
 
 
 def _dtype_slips(slips: Slips) -> list[str]:
@@ -581,8 +579,9 @@ def _known(theirs: list[Seen] | None, function: str, bugs: Bugs) -> list[Bug]:
 def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> list[Diagnosis]:
     """One cause per distinct student failure that stopped checks: a function that fails on every probe,
     or one message shared by several stopped checks."""
-    stopped = [c for c in failing if c.message.startswith((STOPPED, NOT_IMPORTED))]
-    importing = any(c.message.startswith(NOT_IMPORTED) for c in failing)
+    stops = {c.id: s for c in failing if (s := _stopped(c)) is not None and s.kind in CRASHED}
+    stopped = [c for c in failing if c.id in stops]
+    importing = any(s.kind == NOT_IMPORTED for s in stops.values())
     by_error: dict[str, list[str]] = {}
     details: dict[str, str] = {}
     for fn, runs in seen.items():
@@ -591,13 +590,13 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
             by_error.setdefault(line, []).append(fn)
             details.setdefault(line, runs[0].message)
     for c in stopped:
-        line = first_line(c.message.removeprefix(STOPPED))
-        if line not in by_error and sum(first_line(o.message.removeprefix(STOPPED)) == line for o in stopped) > 1:
+        line = first_line(stops[c.id].text)
+        if line not in by_error and sum(first_line(stops[o.id].text) == line for o in stopped) > 1:
             by_error[line] = []
-            details[line] = c.message.removeprefix(STOPPED).split("\nReproduce:")[0]
+            details[line] = stops[c.id].text
     causes = []
     for line, fns in by_error.items():
-        explains = [c.id for c in stopped if line in c.message]
+        explains = [c.id for c in stopped if line in stops[c.id].text]
         if not explains:
             continue
         who = f"`{fns[0]}`" if len(fns) == 1 else "Importing your module" if importing else "Your code"
@@ -614,24 +613,28 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
     return causes
 
 
+NOT_IMPORTED = "not_imported"
+CRASHED = ("raised", "timeout", NOT_IMPORTED)  # the ways the student's code stops a whole check that are a crash
+
+
+def _stopped(c: CheckResult) -> Stop | None:
+    """What stopped the whole check ``c`` (its evidence, ``CheckResult.stopped``), if anything did."""
+    return next((s for s in c.stopped if s.scope == "check"), None)
+
+
 def _missing(failing: list[CheckResult]) -> list[Diagnosis]:
     """One cause per contract function the submission does not define, explaining the checks that needed it
     (and interface, which lists it)."""
     by_name: dict[str, list[str]] = {}
     for c in failing:
-        for prefix in (NOT_DEFINED, UNDEFINED):
-            for part in c.message.split(prefix)[1:]:
-                by_name.setdefault(part.split("`", 1)[0], []).append(c.id)
+        for s in (*c.stopped, *c.absent):
+            if s.kind == "not_defined" and s.function is not None:
+                by_name.setdefault(s.function, []).append(c.id)
     return [
         contract_cause(f"missing:{name}", name, sorted(set(ids)))
         for name, ids in by_name.items()
         if name.isidentifier()
     ]
-
-
-_USES = re.compile(  # the message of a function left out for want of a package (grader.head.MissingFunction)
-    r"`(?P<name>\w+)` uses (?P<package>[\w.]+)" + re.escape(UNINSTALLED) + r"(?P<advice>[^\n]*?)\.?(\n|$)"
-)
 
 
 def _uninstalled(failing: list[CheckResult]) -> list[Diagnosis]:
@@ -641,10 +644,12 @@ def _uninstalled(failing: list[CheckResult]) -> list[Diagnosis]:
     stopped: dict[str, dict[str, None]] = {}  # package -> the checks it stopped
     advice: dict[str, str] = {}
     for c in failing:
-        for m in _USES.finditer(c.message):
-            names.setdefault(m["package"], {})[m["name"]] = None
-            stopped.setdefault(m["package"], {})[c.id] = None
-            advice.setdefault(m["package"], m["advice"])
+        for s in (*c.stopped, *c.absent):
+            if s.kind != "uninstalled" or s.package is None or s.function is None:
+                continue
+            names.setdefault(s.package, {})[s.function] = None
+            stopped.setdefault(s.package, {})[c.id] = None
+            advice.setdefault(s.package, s.advice or "")
     causes = []
     for package, explains in ((p, list(ids)) for p, ids in stopped.items()):
         title, hint, cites = cause(f"package:{package}").words(
@@ -668,12 +673,15 @@ def _breaches(failing: list[CheckResult], passed: set[str]) -> list[Diagnosis]:
     """One cause for the checks that stopped on what the head returns (a single tensor instead of (out,
     weights), a wrong shape or type), named by the most common of their messages; ``one_value_breach`` when
     the other value was judged and passed (``passed``: the passing checks)."""
-    lines = {c.id: first_line(c.message.removeprefix(BREACH)) for c in failing if c.message.startswith(BREACH)}
+    lines = {c.id: first_line(s.text) for c in failing if (s := _stopped(c)) is not None and s.kind == "breach"}
     if not lines:
         return []
     line = Counter(lines.values()).most_common(1)[0][0]
     cid = "one_value_breach" if passed & set(ONE_VALUE) else "breach:causal_self_attention"
-    return [contract_cause(cid, line.rstrip("."), list(lines))]
+    stop = next(
+        s for c in failing if (s := _stopped(c)) is not None and s.kind == "breach" and first_line(s.text) == line
+    )
+    return [contract_cause(cid, line.rstrip("."), list(lines)).with_facts(shape_of=stop.shape_of)]
 
 
 def _makes_non_finite(mutation: str, fitted: dict[str, float]) -> bool:
@@ -729,9 +737,7 @@ def _by_maker(causes: list[Diagnosis], failing: list[CheckResult], makers: list[
 
 def _unobserved(c: CheckResult) -> str | None:
     """What a check saw of non-finite outputs on finite inputs: its not-observed verdict or its note."""
-    if c.message.startswith(UNOBSERVED):
-        return c.message.removeprefix(UNOBSERVED)
-    return next((n.removeprefix(NON_FINITE_NOTE) for n in c.notes if n.startswith(NON_FINITE_NOTE)), None)
+    return c.unobserved.said if c.unobserved is not None else None
 
 
 def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
@@ -740,7 +746,7 @@ def _non_finite(failing: list[CheckResult]) -> list[Diagnosis]:
     found = {c.id: said for c in failing if (said := _unobserved(c)) is not None}
     if not found:
         return []
-    detail = Counter(first_line(s).split(" (causal=")[0] for s in found.values()).most_common(1)[0][0]
+    detail = Counter(found.values()).most_common(1)[0][0]
     return [contract_cause("non_finite_outputs", detail, list(found))]
 
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from grader.compare import Tolerance
+from grader.compare import Tolerance, tolerance
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.library import KnownHead, indistinguishable  # noqa: F401  (re-exported by the package)
 
-MATCH = Tolerance(rtol=1e-9, atol=1e-12)  # float64: another way to write the same arithmetic, not float32
+MATCH = tolerance("match")  # float64: another way to write the same arithmetic, not float32
 PROBE_SEED = 20417
 NOISE = ("times", "traced")  # how long a call took, which APIs it used: not what it computed
 

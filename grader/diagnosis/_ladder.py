@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader.compare import Tolerance
+from grader.compare import tolerance
 from grader.diagnosis._known import MATCH, Probe, Seen
 from grader.diagnosis._mutations import SLOT_OF, SLOTS, Combo, _pick, named_scales
 from grader.diagnosis._search import matches
@@ -29,7 +29,7 @@ from grader.diagnosis._where import ARGS
 LEVELS = 2048
 RUNGS = 7
 TOP = 1e300  # a constant beyond this (float64's finfo.min) is as good as -inf for every dtype the head may get
-LADDER = Tolerance(rtol=1e-4, atol=1e-12)  # scores of 1e9 carry rounding of 1e-7: agree on the pattern, not bits
+LADDER = tolerance("ladder")  # scores of 1e9 carry rounding of 1e-7: agree on the pattern, not bits
 FORMS = ("weak_mask_fill", "weak_mask_constant")
 
 

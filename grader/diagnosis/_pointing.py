@@ -636,23 +636,18 @@ def _operand_lines(once: Traced, causes: list[Diagnosis], tensors: dict[str, tor
     return _sited(once, causes, site_of)
 
 
-_IN_SOURCE = re.compile(r"In your source: line (?P<line>\d+): `(?P<code>[^`\n]*)`")
-
-
 def _forbidden_lines(once: Traced, causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:
     """The forbidden API's own cause at the line the check found it on in the source; the file is the one the
     head's traced call ran in (the check reads the module the grader imports)."""
-    message = next((c.message for c in failing if c.id == "forbidden_api"), "")
-    found = _IN_SOURCE.search(message)
+    found = next((c.found_at for c in failing if c.id == "forbidden_api"), None)
     if found is None or not any(c.id == "own:forbidden_api" and c.where is None for c in causes):
         return causes
     trace = once()
     files = [r.file for r in trace.records] if trace is not None else []
     if not files:
         return causes
-    line = int(found["line"])
     context = trace.context.get(files[0], {}) if trace is not None else {}
-    where = SourceLine(file=files[0], line=line, code=found["code"].strip(), context=context)
+    where = SourceLine(file=files[0], line=found.line, code=found.code.strip(), context=context)
     return [c.model_copy(update={"where": where}) if c.id == "own:forbidden_api" else c for c in causes]
 
 

@@ -14,12 +14,12 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from grader.compare import Tolerance
+from grader.compare import Tolerance, tolerance
 from grader.diagnosis._causes import ruled_out_by
 from grader.diagnosis._known import MATCH, Probe, Seen, _close
 from grader.diagnosis._mutations import FITTED, MUTATIONS, SLOTS, Combo, Fit, forward
 
-FLOAT32 = Tolerance(rtol=2e-5, atol=1e-7)  # a float32 softmax replayed here: the same rounding, up to order
+FLOAT32 = tolerance("match", torch.float32)  # a float32 softmax replayed here: the same rounding, up to order
 MAX_CHANGES = 3
 # Past this many evaluated combinations the search gives up (no guess): a safety net that counts work, not
 # seconds, so that a slower machine (a Windows laptop, a loaded runner) names the same causes. The whole

@@ -13,6 +13,7 @@ the flag values), and the diagnosis probes it there (``_known.attention_probes``
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -20,7 +21,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from grader.checks._base import CASE_STOPPED, STOPPED
 from grader.diagnosis._causes import cause
 from grader.diagnosis._known import PROBE_SEED
 from grader.diagnosis._naming import n_checks
@@ -38,14 +38,16 @@ WIDTH_CRASH = "width_crash"  # a crash for some widths or batch sizes only (issu
 WIDTHS = ((2, 4, 3, 2), (2, 4, 4, 4), (2, 4, 4, 2), (2, 4, 3, 4), (2, 4, 3, 3), (1, 4, 3, 2), (3, 4, 3, 2))
 # The conditions a width crash is named by, in order: the first true of every probe it raises at and of none
 # it runs at names it.
+# each rule: its words, the widths it says must equal d for the head to run (a projection left out leaves that
+# width d), and the rule itself
 WIDTH_RULES = (
-    ("whenever d_k ≠ d or d_v ≠ d", lambda B, d, d_k, d_v: d_k != d or d_v != d),
-    ("whenever d_k ≠ d", lambda B, d, d_k, d_v: d_k != d),
-    ("whenever d_v ≠ d", lambda B, d, d_k, d_v: d_v != d),
-    ("whenever d_k ≠ d_v", lambda B, d, d_k, d_v: d_k != d_v),
-    ("whenever d_k = d_v", lambda B, d, d_k, d_v: d_k == d_v),
-    ("whenever B = 1", lambda B, d, d_k, d_v: B == 1),
-    ("whenever B ≠ 1", lambda B, d, d_k, d_v: B != 1),
+    ("whenever d_k ≠ d or d_v ≠ d", ("d_k", "d_v"), lambda B, d, d_k, d_v: d_k != d or d_v != d),
+    ("whenever d_k ≠ d", ("d_k",), lambda B, d, d_k, d_v: d_k != d),
+    ("whenever d_v ≠ d", ("d_v",), lambda B, d, d_k, d_v: d_v != d),
+    ("whenever d_k ≠ d_v", (), lambda B, d, d_k, d_v: d_k != d_v),
+    ("whenever d_k = d_v", (), lambda B, d, d_k, d_v: d_k == d_v),
+    ("whenever B = 1", (), lambda B, d, d_k, d_v: B == 1),
+    ("whenever B ≠ 1", (), lambda B, d, d_k, d_v: B != 1),
 )
 SIZES = (1, 2, 3, 4, 5, 8, 16, 32, 64, 127, 128, 129, 255, 256, 257, 512)
 LONG = 1024  # the performance check's length: probed only when that check crashed
@@ -94,10 +96,9 @@ def exception(line: str) -> str:
 
 def crash_name(check: CheckResult) -> str | None:
     """The exception that stopped ``check`` (or one of its cases), as the message names it."""
-    for prefix in (STOPPED, CASE_STOPPED):
-        if prefix in check.message:
-            return exception(first_line(check.message.split(prefix, 1)[1]))
-    return None
+    whole = [s for s in check.stopped if s.scope == "check" and s.kind in ("raised", "timeout")]
+    stop = next(iter(whole or [s for s in check.stopped if s.scope != "check"]), None)
+    return exception(first_line(stop.text)) if stop is not None else None
 
 
 def inputs(T: int, dtype: torch.dtype, g: torch.Generator, B: int = 1) -> dict[str, torch.Tensor]:
@@ -229,9 +230,13 @@ def by_width(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     if split is None:
         return None, where
     raised, worked, name, explains = split
-    said = next(
-        (text for text, rule in WIDTH_RULES if all(rule(*k) for k in raised) and not any(rule(*k) for k in worked)),
-        None,
+    said, equal_d = next(
+        (
+            (text, widths)
+            for text, widths, rule in WIDTH_RULES
+            if all(rule(*k) for k in raised) and not any(rule(*k) for k in worked)
+        ),
+        (None, ()),
     )
     sizes = lambda keys: "; ".join(f"B = {B}, d = {d}, d_k = {d_k}, d_v = {d_v}" for B, d, d_k, d_v in keys)  # noqa: E731
     first = next(iter(raised))
@@ -246,7 +251,7 @@ def by_width(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     )
     found = Diagnosis(
         id=WIDTH_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-    )
+    ).with_facts(equal_d=equal_d)
     square = (2, 4, 4, 4) in worked and all(d_k != d or d_v != d for _, d, d_k, d_v in raised)
     return found, Where(where.length, where.flags, square or where.square, where.runs_at)
 
@@ -277,8 +282,11 @@ def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     )
     found = Diagnosis(
         id=DTYPE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-    )
+    ).with_facts(float32_met=bool(_FLOAT32.search(raised[first])))
     return found, bad
+
+
+_FLOAT32 = re.compile(r"\b[Ff]loat\b")  # torch's name of float32 in a dtype mismatch ("found Float", "float != ")
 
 
 def absorbed(causes: list[Diagnosis], crash: Diagnosis) -> list[Diagnosis]:

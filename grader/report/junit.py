@@ -71,7 +71,7 @@ def _testcase(parent: ET.Element, check: CheckResult, result: GradeResult) -> No
         return
     node = ET.SubElement(case, tag, message=xml_text(first_line), type=check.status)
     at = f"\n{wording.where_line(cause)}" if cause is not None else ""
-    node.text = xml_text(f"{check.message}{at}\n({points}; {check.cites})")
+    node.text = xml_text(f"{wording.text(check)}{at}\n({points}; {check.cites})")
 
 
 def _diagnosis_error(suite: ET.Element, result: GradeResult) -> None:

@@ -173,7 +173,7 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
             _indented(console, Text(pointer), table=table)
         elif wording.is_problem(check) or check.status == "skipped":
             style = "" if wording.is_problem(check) else "dim"
-            for line in check.message.splitlines():  # line by line: a multi-line Text pads every line to the longest
+            for line in wording.text(check).splitlines():  # line by line: a multi-line Text pads each to the longest
                 _indented(console, Text(line, style), table=table)
             if wording.pointer(result, check):
                 _indented(console, Text(wording.pointer(result, check) or "", "yellow"), table=table)

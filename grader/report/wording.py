@@ -86,15 +86,22 @@ def status_line(check: CheckResult) -> str:
 
 
 def body_lines(check: CheckResult) -> list[str]:
-    """Message lines after the headline, without the counterexample and reproduce lines when the
-    result also carries them as fields (views show those fields on their own)."""
-    lines = check.message.split("\n")[1:]
-    drop = set()
-    if check.counterexample is not None:
-        drop.add(_CX_PREFIX + check.counterexample.describe())
-    if check.reproduce is not None:
-        drop.add(_REPRODUCE_PREFIX + check.reproduce)
-    return [ln for ln in lines if ln.strip() and ln not in drop]
+    """Message lines after the headline (the counterexample and the reproduce command are fields of their own,
+    which views show on their own)."""
+    return [ln for ln in check.message.split("\n")[1:] if ln.strip()]
+
+
+def evidence_lines(check: CheckResult) -> list[str]:
+    """The smallest failing input and the line that reruns the check, for a view that prints a check's text whole
+    (terminal, JUnit, Gradescope, pytest)."""
+    cx = check.counterexample if is_problem(check) else None
+    lines = [_CX_PREFIX + cx.describe()] if cx is not None else []
+    return lines + ([_REPRODUCE_PREFIX + check.reproduce] if check.reproduce is not None else [])
+
+
+def text(check: CheckResult) -> str:
+    """A check's message with its evidence lines: what a view that prints the check whole shows."""
+    return "\n".join([check.message, *evidence_lines(check)])
 
 
 def comparison_lines(check: CheckResult) -> list[str]:
