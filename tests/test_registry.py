@@ -1,0 +1,103 @@
+"""One registry of mistake kinds (issue 51): every place that lists a kind by its id names one the registry defines.
+
+The registry is what the diagnosis names and prices: the error model's causes (``grader/diagnosis/causes.toml``,
+each with its words, price and the checks it breaks) and the known bugs of the library (their catalog). A kind's
+id written anywhere else (the error model's mutations, the diagnosis's rules, the rubric's prices, the tests' and
+the generator's lists, the README's table) must be one of those: a kind listed but never defined is a typo or a
+kind half added, and fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import tomllib
+from pathlib import Path
+
+import grader.diagnosis
+from grader.diagnosis._causes import PATTERN, table
+from grader.diagnosis._mutations import FITTED, MUTATIONS
+from grader.diagnosis._naming import LEAKY
+from grader.library import known_heads
+from grader.rubric import load_rubric
+
+REPO = Path(__file__).resolve().parents[1]
+FAMILIES = ("crash:", "missing:", "breach:", "own:", "package:", "departure:")  # ids made per function or check
+
+# the diagnosis's constants that hold kinds by id (wherever the rules that use them live)
+ID_CONSTANTS = {
+    "RETURNED_ONLY", "MADE_BY", "LEAVING", "TRACED", "FLOAT32_CAUSES", "FLOAT32_MADE", "RETURNING", "GRAPH_CUT",
+    "NON_FINITE", "INPLACE", "OUTSIDE_TORCH", "IN_FLOAT32", "SCALE_TENSOR", "SIZE_CRASH", "FLAG_CRASH",
+    "DTYPE_CRASH", "WIDTH_CRASH", "WIDTHS", "LEAKY", "SUBSTITUTED", "BREACHES",
+}  # fmt: skip
+
+
+def registry() -> set[str]:
+    """Every id the registry defines: the error model's and contract's causes, and the library's known bugs."""
+    return {cid for cid in table() if not cid.endswith(PATTERN)} | {h.id for h in known_heads("chaff")}
+
+
+def defined(cid: str) -> bool:
+    return cid in registry() or (cid.startswith(FAMILIES) and cid.split(":", 1)[0] + PATTERN in table())
+
+
+def _ids(value: object) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {k for k in value if isinstance(k, str)}
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return {x for x in value if isinstance(x, str)}
+    return set()
+
+
+def test_the_error_models_mutations_are_kinds_the_registry_defines_and_every_mutation_kind_has_one() -> None:
+    mutations = {m for ms in MUTATIONS.values() for m in ms}
+    assert {m for m in mutations if not defined(m)} == set()
+    assert {m for m in FITTED if not defined(m)} == set()
+    kinds = {cid for cid, c in table().items() if c.kind == "mutation"}
+    renamed = set(LEAKY.values())  # a fitted fill below 1000 takes the "leaky" name of the same change
+    assert kinds - mutations - renamed == set(), "a mutation kind with no change of the error model"
+
+
+def test_the_diagnosis_rules_name_only_defined_kinds() -> None:
+    found: dict[str, set[str]] = {}
+    for info in pkgutil.iter_modules(grader.diagnosis.__path__):
+        module = importlib.import_module(f"grader.diagnosis.{info.name}")
+        for name in ID_CONSTANTS & set(vars(module)):
+            found[f"{info.name}.{name}"] = _ids(getattr(module, name))
+    assert found, "the constants moved: update ID_CONSTANTS"
+    assert {k: {c for c in v if not defined(c)} for k, v in found.items() if any(not defined(c) for c in v)} == {}
+
+
+def test_the_rubric_prices_only_defined_kinds() -> None:
+    assert {m for m in load_rubric().mistakes if not defined(m)} == set()
+
+
+def test_the_tests_and_the_generator_list_only_defined_kinds() -> None:
+    from tests.generated.mutations import MUTATIONS as GENERATED
+    from tests.test_realistic_heads import CAUSES
+
+    assert {c for c in CAUSES if not defined(c)} == set()
+    generated = {c for m in GENERATED.values() for c in m.causes}
+    assert {c for c in generated if not defined(c) and not c.startswith("departure:")} == set()
+    for catalog in ("realistic", "lines_to_edit"):
+        path = REPO / "tests" / catalog / "catalog.toml"
+        if path.is_file():
+            heads = tomllib.loads(path.read_text(encoding="utf-8")).get("head", [])
+            listed = {c for h in heads for c in h.get("causes", [])}
+            assert {c for c in listed if not defined(c)} == set(), catalog
+
+
+def test_the_readme_names_only_defined_kinds() -> None:
+    """A snake_case word the README writes in backticks is a kind the registry defines, a check, or a name the
+    project's code or its tests use (a function, an option, a variable): never a kind that exists only in prose."""
+    from grader.checks import CHECKS
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    words = set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", text))
+    code = "\n".join(p.read_text(encoding="utf-8") for d in ("grader", "tests", "reference", "benchmarks")
+                     for p in (REPO / d).rglob("*.py"))  # fmt: skip
+    names = set(re.findall(r"[A-Za-z_]\w*", code)) | {"in_proj"}  # and torch's own (MultiheadAttention's in_proj)
+    assert {w for w in words if not defined(w) and w not in CHECKS and w not in names} == set()
