@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -751,9 +752,14 @@ def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
         if c.id in SELF_CONTAINED:
             title, hint, cites = cause(f"own:{c.id}").words(check=c.id, observed=first_line(c.message), cites=c.cites)
             out.append(
-                Diagnosis(id=f"own:{c.id}", title=title[:160], hint=hint, cites=cites, kind="own", explains=[c.id])
+                Diagnosis(id=f"own:{c.id}", title=_short(title), hint=hint, cites=cites, kind="own", explains=[c.id])
             )
     return out
+
+
+def _short(title: str, limit: int = 160) -> str:
+    """``title`` within ``limit`` characters, cut between two words and said to be cut (issue 53: never mid-word)."""
+    return textwrap.shorten(title, limit, placeholder=" …")
 
 
 def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:

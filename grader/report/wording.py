@@ -280,23 +280,33 @@ def where_line(d: Diagnosis) -> str | None:
 
 
 def seen_line(d: Diagnosis) -> str | None:
-    """What the grader saw at that line (a departure cause says it in its title already)."""
+    """What the grader saw at that line (a departure cause says it in its title already). Its numbers are the
+    grader's probe's (its widths, its factors), not those of the inputs the checks show: said so."""
     if d.departure is None or d.kind == "departure":
         return None
     stage = STAGE_NAMES.get(d.departure.stage, d.departure.stage)
-    return f"Seen there, where the lecture has {stage}: {d.departure.description}."
+    return f"Seen there on the grader's probe, where the lecture has {stage}: {d.departure.description}."
 
 
-STAGE_NAMES = {
-    "Q": "Q = X W_Q",
-    "K": "K = X W_K",
-    "V": "V = X W_V",
-    "scores": "the scores Q K^T",
-    "scaled": "the scaled scores Q K^T / sqrt(d_k)",
-    "masked": "the masked scores",
-    "weights": "the weights",
-    "out": "the output A V",
+# Each stage of the lecture's computation as a noun: 'the masked scores', and without the article for a caption.
+STAGE_NOUNS = {
+    "Q": "queries Q = X W_Q",
+    "K": "keys K = X W_K",
+    "V": "values V = X W_V",
+    "K^T": "keys transposed, K^T",
+    "scores": "scores Q K^T",
+    "premasked": "masked scores before the scale",
+    "scaled": "scaled scores Q K^T / sqrt(d_k)",
+    "masked": "masked scores",
+    "weights": "weights",
+    "out": "output A V",
 }
+STAGE_NAMES = {stage: f"the {noun}" for stage, noun in STAGE_NOUNS.items()}
+
+
+def stage_caption(stage: str) -> str:
+    """'The lecture's masked scores on the grader's probe': the caption of the stage drawn beside a cause's line."""
+    return f"The lecture's {STAGE_NOUNS.get(stage, stage)} on the grader's probe"
 
 
 def unexplained_line(result: GradeResult) -> str | None:

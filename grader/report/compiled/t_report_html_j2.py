@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/report.html.j2: do not edit.
-FINGERPRINT = "62ff488aa53a7a8ef2216eb975dc2887887cfb1647f176787b0ca44a07a447a3"
+FINGERPRINT = "dc646edf220788d6c82b14ada3e765dcfcb829963aec31401fcf5d77f91fbe06"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'report.html.j2'
 
@@ -260,7 +260,7 @@ def root(context, missing=missing):
                 if (environment.getattr(environment.getattr(l_1_d, 'departure'), 'expected') or environment.getattr(environment.getattr(l_1_d, 'departure'), 'produced')):
                     pass
                     yield '<div class="stages">\n'
-                    for (l_2_label, l_2_m) in ((markup_join(("The lecture's ", environment.getattr(environment.getattr(l_1_d, 'departure'), 'stage'), " on the grader's probe", )), environment.getattr(environment.getattr(l_1_d, 'departure'), 'expected')), ('What this line produced', environment.getattr(environment.getattr(l_1_d, 'departure'), 'produced'))):
+                    for (l_2_label, l_2_m) in ((context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'stage_caption'), environment.getattr(environment.getattr(l_1_d, 'departure'), 'stage'), _loop_vars=_loop_vars), environment.getattr(environment.getattr(l_1_d, 'departure'), 'expected')), ('What this line produced', environment.getattr(environment.getattr(l_1_d, 'departure'), 'produced'))):
                         _loop_vars = {}
                         pass
                         if l_2_m:

@@ -1,0 +1,128 @@
+"""Words a student can trust (issue 53, points 3, 4, 12): a sentence never contradicts the cause that explains its
+check, never states the grader's probe as the student's input, never stops mid-word, and counts what it says.
+
+Most tests build results or call the wording by hand (fast); the few that need a real head grade one small head.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from grader.models import CheckResult, Departure, Diagnosis, GradeResult, SourceLine
+from grader.report import render_html, wording
+from grader.submission import prepare
+
+SEED = 20417
+
+
+def _result(checks: list[CheckResult], diagnosis: list[Diagnosis]) -> GradeResult:
+    return GradeResult(
+        submission="attention_head.py",
+        seed=SEED,
+        score=sum(c.score for c in checks),
+        max_score=sum(c.max_score for c in checks),
+        checks=checks,
+        diagnosis=diagnosis,
+        rubric="Project Step 4",
+        duration_s=1.0,
+    )
+
+
+def _failed(cid: str, points: float = 7.0, message: str = "It failed.", **kw: object) -> CheckResult:
+    return CheckResult.model_validate(
+        {
+            "id": cid,
+            "title": f"the property {cid}",
+            "cites": "Definition 4.1",
+            "status": "failed",
+            "score": 0.0,
+            "max_score": points,
+            "message": message,
+            "seed": SEED,
+            "duration_s": 0.01,
+        }
+        | kw
+    )
+
+
+# ---- point 12: words ------------------------------------------------------------------------------------------
+
+
+def _masked_departure() -> Diagnosis:
+    inf = None  # a hidden entry: not finite, drawn as a dash
+    expected = [[1.0, inf, inf], [0.5, -1.0, inf], [2.0, 0.25, 1.5]]
+    produced = [[inf, inf, inf], [0.5, inf, inf], [2.0, 0.25, inf]]
+    return Diagnosis(
+        id="mask_excludes_diagonal",
+        title="Diagonal masked too",
+        hint="Mask exactly the strict upper triangle.",
+        cites="Definition 4.1",
+        kind="mutation",
+        explains=["causal_mask"],
+        where=SourceLine(file="attention_head.py", line=14, code="mask = torch.ones(T, T).triu()"),
+        departure=Departure(stage="masked", description="hides the diagonal too", expected=expected, produced=produced),
+    )
+
+
+def test_the_lecture_stage_beside_the_line_is_named_in_full() -> None:
+    """'The lecture's masked on the grader's probe': the caption used the stage's key as a noun."""
+    page = html.unescape(
+        render_html(_result([_failed("causal_mask", causes=["mask_excludes_diagonal"])], [_masked_departure()]))
+    )
+    assert "The lecture's masked scores on the grader's probe (batch 0)" in page
+    for stage in ("Q", "K", "V", "scores", "premasked", "scaled", "masked", "weights", "out"):
+        caption = wording.stage_caption(stage)
+        assert caption.startswith("The lecture's ") and caption.endswith(" on the grader's probe"), caption
+        assert caption.split("The lecture's ", 1)[1].split(" on the")[0] not in ("masked", "scaled", "premasked")
+
+
+def test_what_was_seen_at_the_line_is_said_to_be_on_the_graders_probe() -> None:
+    """The numbers of a departure are the grader's probe's (d = 5), not the inputs the checks show (d = 4, 48)."""
+    line = wording.seen_line(_masked_departure())
+    assert line is not None and line.startswith("Seen there on the grader's probe, where the lecture has"), line
+
+
+def test_the_definitions_only_note_counts_no_docstring(tmp_path: Path) -> None:
+    """A module docstring (or any bare string) runs nothing: it is no statement 'not run'."""
+    head = tmp_path / "attention_head.py"
+    body = (
+        '"""My head."""\n\nimport torch\n\n\n'
+        "def causal_self_attention(X, W_Q, W_K, W_V, causal=True):\n    return torch.zeros(1)\n"
+    )
+    head.write_text(body)
+    with prepare(head, definitions_only=True) as sub:
+        assert not any(n.startswith("Definitions only") for n in sub.notes), sub.notes
+    head.write_text(body + '\n\n"""A note."""\nprint("hi")\n')
+    with prepare(head, definitions_only=True) as sub:
+        [note] = [n for n in sub.notes if n.startswith("Definitions only")]
+        assert note.startswith("Definitions only: 1 top-level statement of attention_head.py was not run (line 11)"), (
+            note
+        )
+
+
+def test_an_own_cause_title_is_never_cut_mid_word() -> None:
+    """The performance cause's title was cut at 160 characters, mid-word ('fastest of alter')."""
+    from grader.checks._generation import LIMIT, PERF_SHAPE
+    from grader.diagnosis._examine import _own
+
+    long = (
+        f"Your head is 31.2x slower than the plain batched formula at T = {PERF_SHAPE.T} (yours 812 ms, formula "
+        "26 ms, CPU time; fastest of alternating calls with the plain masked formula in the same worker, float32, "
+        f"5 rounds); at most {LIMIT:g}x is allowed."
+    )
+    [cause] = _own([_failed("performance", 2.0, long + "\nReproduce: grade attention_head.py --only performance")])
+    full = f"performance failed: {long}"
+    stem = cause.title.removesuffix(" …")
+    assert len(cause.title) <= 160 and full.startswith(stem), cause.title
+    assert stem == full or full[len(stem)] == " ", cause.title  # cut between two words, and said to be cut
+
+
+def test_the_performance_headline_is_one_short_sentence() -> None:
+    """The check's first line is what an own cause is titled by: the ratio and the limit, the details after."""
+    from grader.checks import _generation as gen
+
+    text = gen.too_slow(31.2, LIMIT := gen.LIMIT, gen.PERF_SHAPE.T, "yours 812 ms, formula 26 ms, CPU time")
+    headline, *rest = text.splitlines()
+    assert headline == f"Your head is 31.2x slower than the plain batched formula at T = 1024 (at most {LIMIT:g}x)."
+    assert rest and "yours 812 ms" in rest[0]
