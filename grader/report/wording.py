@@ -174,7 +174,7 @@ def deduction(d: Diagnosis) -> str | None:
         return None
     if d.deduction == 0:
         return "no deduction"
-    return f"−{fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
+    return f"−{_points(d.deduction)}"
 
 
 def price(result: GradeResult, d: Diagnosis) -> str | None:
@@ -183,9 +183,18 @@ def price(result: GradeResult, d: Diagnosis) -> str | None:
     line says how the two counts compare), None when a failing check no cause explains leaves no price."""
     if d.deduction is None:
         return None
-    if result.scoring == "mistakes" or d.deduction == 0:
-        return deduction(d)
-    return f"price {fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
+    charged = deduction(d) if result.scoring == "mistakes" or d.deduction == 0 else None
+    said = charged or f"price {_points(d.deduction)}"
+    mine = [c for c in result.checks if c.id in d.explains and is_problem(c) and not c.extra_credit]
+    worth = sum(c.max_score - c.score for c in mine)
+    if d.deduction > worth:  # a mistake is priced once, whatever checks show it (here fewer than it breaks)
+        which = "the check it explains" if len(mine) == 1 else f"the {len(mine)} checks it explains"
+        said += f", more than the {_points(worth)} of {which}: a mistake costs its price, whatever checks show it"
+    return said
+
+
+def _points(x: float) -> str:
+    return f"{fmt_points(x)} point{'s' if x != 1 else ''}"
 
 
 def tally(result: GradeResult) -> dict[Status, int]:
