@@ -317,10 +317,7 @@ class Head:
         res = reply.header["result"]
         items = res.get("items", [])
         if res["kind"] not in ("tuple", "list") or len(items) != n:
-            got = res["kind"] if res["kind"] != "single" else items[0]["type"]
-            if res["kind"] in ("tuple", "list"):
-                got = f"a {res['kind']} of {len(items)} values"
-            raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {got}")
+            raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {returned(res)}")
         return [Head._item(reply, fn, item, k) for k, item in enumerate(items)]
 
     @staticmethod
@@ -330,7 +327,7 @@ class Head:
             problem = item.get("problem", "")
             raise StudentFailure(
                 "failed",
-                f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
+                f"`{fn}` returned {_value(item)}{' with ' + problem if problem else ''} at position {k}",
             )
         return reply.tensors[item["name"]]
 
@@ -483,7 +480,7 @@ class Head:
         reply = self._call(fn, [{"v": T}, {"v": bandwidth}], {})
         res = reply.header["result"]
         if res["kind"] != "single" or "name" not in res["items"][0]:
-            raise StudentFailure("failed", f"`{fn}` must return one tensor; it returned {res['kind']}")
+            raise StudentFailure("failed", f"`{fn}` must return one tensor; it returned {returned(res)}")
         w = reply.tensors["r0"]
         self._expect(w, (T, T), None, f"{fn}({T}, {bandwidth:g})")
         return w
@@ -501,7 +498,7 @@ class Head:
         reply = self._call(fn, [{"v": d_k}], {}, kwargs=kwargs)
         res = reply.header["result"]
         if res["kind"] != "dict":
-            raise StudentFailure("failed", f"`{fn}` must return a dict; it returned {res['kind']}")
+            raise StudentFailure("failed", f"`{fn}` must return a dict; it returned {returned(res)}")
         values: dict[str, float] = {}
         for key, item in res["entries"].items():
             if item["type"] == "number":
@@ -767,12 +764,28 @@ def _is_not_implemented(reply: Reply) -> bool:
     return bool(lines) and any(line.startswith("NotImplementedError") for line in (lines[0], lines[-1]))
 
 
+def returned(res: dict[str, Any]) -> str:
+    """What a function returned, as a student would say it (issue 53: 'None', not 'NoneType' nor 'single')."""
+    items = res.get("items", [])
+    if res["kind"] == "single" and items:
+        return _value(items[0])
+    if res["kind"] in ("tuple", "list"):
+        return f"a {res['kind']} of {len(items)} value{'' if len(items) == 1 else 's'}"
+    return f"a {res['kind']}"
+
+
+def _value(item: dict[str, Any]) -> str:
+    """One returned value: 'None', 'a tensor', 'a number', 'a str'."""
+    kind = str(item.get("type", "value"))
+    return "None" if kind == "NoneType" else f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
 def _single_tensor(reply: Reply, fn: str) -> torch.Tensor:
     """The one tensor a function returned, or a StudentFailure saying what came back instead."""
     res = reply.header["result"]
     item = res["items"][0] if res["kind"] == "single" else None
     if item is None or "name" not in item:
-        got = f"a {res['kind']}" if item is None else item["type"]
+        got = returned(res)
         if item is not None and item.get("problem"):
             got += f" with {item['problem']}"
         raise StudentFailure("error", f"`{fn}` must return one tensor; it returned {got}")

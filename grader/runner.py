@@ -175,6 +175,7 @@ def grade(
         out = sandbox.output
     mark("sandbox closed")
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
+    diagnosis = required_first(diagnosis, results)
     checks = _attached(results, diagnosis)
     counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
     return GradeResult(
@@ -394,6 +395,14 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         thread.join()
+
+
+def required_first(diagnosis: list[Diagnosis], results: list[CheckResult]) -> list[Diagnosis]:
+    """The causes of the graded checks first, then those that explain only checks that cost nothing (an optional
+    extension, extra credit): the diagnosis's order otherwise kept (issue 53: a crash of the optional KV cache was
+    cause (1), above the head's own mistakes)."""
+    graded = {c.id for c in results if not c.extra_credit and c.max_score > 0}
+    return sorted(diagnosis, key=lambda d: not set(d.explains) & graded)
 
 
 def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:

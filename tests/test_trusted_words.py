@@ -7,10 +7,14 @@ Most tests build results or call the wording by hand (fast); the few that need a
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from grader.models import CheckResult, Departure, Diagnosis, GradeResult, SourceLine
 from grader.report import render_html, wording
+from grader.rubric import Rubric
+from grader.runner import grade
+from grader.sandbox import WorkerPool
 from grader.submission import prepare
 
 SEED = 20417
@@ -126,3 +130,34 @@ def test_the_performance_headline_is_one_short_sentence() -> None:
     headline, *rest = text.splitlines()
     assert headline == f"Your head is 31.2x slower than the plain batched formula at T = 1024 (at most {LIMIT:g}x)."
     assert rest and "yours 812 ms" in rest[0]
+
+
+# ---- point 4: stubs and first mistakes ------------------------------------------------------------------------
+
+
+def test_pass_stubs_list_the_required_functions_first_and_say_what_came_back(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The template with `pass` bodies: the optional cached_attention_step's crash was cause (1), 'Fix this error
+    first' at no deduction; a head returning None was 'No autograd graph' for gradient_blocks, and 'it returned
+    NoneType' (gaussian_positional_weights: 'it returned single')."""
+    template = (Path(__file__).resolve().parent.parent / "student_template" / "attention_head.py").read_text()
+    head = tmp_path / "attention_head.py"
+    head.write_text(re.sub(r"raise NotImplementedError\([^\n]*\)", "pass", template), encoding="utf-8")
+    result = grade(head, rubric, pool=pool, visuals=False)
+    checks = {c.id: c for c in result.checks}
+    required = {cid for cid, c in checks.items() if not c.extra_credit and c.max_score > 0}
+    first = result.diagnosis[0]
+    assert set(first.explains) & required, [(d.id, d.explains) for d in result.diagnosis]
+    seen_optional = False
+    for d in result.diagnosis:  # required functions' causes first, then those that cost nothing
+        optional = not set(d.explains) & required
+        assert not (seen_optional and not optional), [(d.id, d.explains) for d in result.diagnosis]
+        seen_optional = seen_optional or optional
+        if d.deduction == 0:
+            assert "first" not in d.hint.lower(), (d.id, d.hint)
+    assert "no_autograd_graph" not in {d.id for d in result.diagnosis}
+    [breach] = [d for d in result.diagnosis if "gradient_blocks" in d.explains]
+    assert "it returned None" in breach.hint and "NoneType" not in breach.hint, breach.hint
+    assert "returned single" not in checks["gaussian_kernel"].message
+    assert "it returned None" in checks["gaussian_kernel"].message, checks["gaussian_kernel"].message
