@@ -118,7 +118,8 @@ class NonFinite:
 
     def said(self) -> str:
         if self.partial:
-            return f"{self.rows} {'is' if ' and ' not in self.rows else 'are'} {self.kind}"
+            many = " and " in self.rows or self.rows.startswith("rows ")
+            return f"{self.rows} {'are' if many else 'is'} {self.kind}"
         return f"every entry of {self.what} is {self.kind}"
 
 

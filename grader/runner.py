@@ -30,7 +30,7 @@ from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.models import FAILING, CheckResult, Counterexample, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -176,7 +176,7 @@ def grade(
     mark("sandbox closed")
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
     diagnosis = required_first(diagnosis, results)
-    checks = _attached(results, diagnosis)
+    checks = with_advice(_attached(results, diagnosis))
     counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
     return GradeResult(
         submission=label,
@@ -443,6 +443,28 @@ def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[Ch
     return attach_causes(results, diagnosis)
 
 
+def with_advice(checks: list[CheckResult]) -> list[CheckResult]:
+    """Each failing check's own advice in its message, after what it observed, where no named cause explains it;
+    where one does, the cause's hint is the advice and the check's stays a field (issue 53: "mask j > i before the
+    softmax" under a head that does, with a cause that names what it does instead)."""
+    out = []
+    for c in checks:
+        if c.advice is None or c.causes or c.status not in FAILING:
+            out.append(c)
+            continue
+        tail = _tail(c.counterexample, c.reproduce)
+        base = c.message[: len(c.message) - len(tail)] if tail and c.message.endswith(tail) else c.message
+        rest = c.message[len(base) :]
+        out.append(c.model_copy(update={"message": f"{base}\n{c.advice}{rest}"}))
+    return out
+
+
+def _tail(counterexample: Counterexample | None, reproduce: str | None) -> str:
+    """The lines :func:`_result` ends a failing check's message with: its smallest input and its reproduce line."""
+    tail = f"\nSmallest failing input: {counterexample.describe()}" if counterexample is not None else ""
+    return tail + (f"\nReproduce: {reproduce}" if reproduce is not None else "")
+
+
 # Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student
 # kit, the stored public ones), a timed check's length is its point.
 # interface judges the contract as written, which takes any length (issue 30).
@@ -534,13 +556,8 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         fraction = 1.0 if v.fraction is None else v.fraction
     else:
         fraction = 0.0 if v.fraction is None else v.fraction
-    message = v.message
-    reproduce = None
-    if v.status in FAILING:
-        if v.counterexample is not None:
-            message += f"\nSmallest failing input: {v.counterexample.describe()}"
-        reproduce = rerun(spec.id, ctx.base_seed)
-        message += f"\nReproduce: {reproduce}"
+    reproduce = rerun(spec.id, ctx.base_seed) if v.status in FAILING else None
+    message = v.message + (_tail(v.counterexample, reproduce) if v.status in FAILING else "")
     return CheckResult(
         id=spec.id,
         title=spec.title,
@@ -557,4 +574,5 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         duration_s=round(duration, 3),
         heatmaps=v.heatmaps,
         notes=v.notes,
+        advice=v.advice if v.status in FAILING else None,
     )

@@ -161,3 +161,75 @@ def test_pass_stubs_list_the_required_functions_first_and_say_what_came_back(
     assert "it returned None" in breach.hint and "NoneType" not in breach.hint, breach.hint
     assert "returned single" not in checks["gaussian_kernel"].message
     assert "it returned None" in checks["gaussian_kernel"].message, checks["gaussian_kernel"].message
+
+
+# ---- point 3: a check's text agrees with the cause that explains it, or defers to it --------------------------
+
+HEAD_CHECKS = ["causal_mask", "convex_hull", "gradient_blocks", "permutation_equivariance", "determinism"]
+
+
+def _rest_of_reference() -> str:
+    from grader.library import load_reference
+
+    source = Path(load_reference().__file__).read_text(encoding="utf-8")
+    return source[source.index("def gaussian_positional_weights") :]
+
+
+def _head(tmp_path: Path, mask: str, returned: str) -> Path:
+    body = f"""import math
+
+import torch
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    T = X.shape[1]
+    q, k, v = X @ W_Q, X @ W_K, X @ W_V
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(W_Q.shape[1])
+    if causal:
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).{mask}, float("-inf"))
+    w = torch.softmax(att, dim=-1)
+    return w @ v, {returned}
+
+
+"""
+    path = tmp_path / f"{mask.strip('()')}_{returned}" / "attention_head.py"
+    path.parent.mkdir()
+    path.write_text(body + _rest_of_reference(), encoding="utf-8")
+    return path
+
+
+def test_a_checks_text_never_contradicts_the_cause_of_non_finite_weights(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The diagonal masked too (NaN rows) and the -inf scores returned as the weights: gradient_blocks blamed
+    .detach()/.data/.item() the code does not use, causal_mask advised masking j > i before the softmax (done),
+    and the NaN paragraph was repeated on six checks, also where the values are -inf."""
+    for mask, returned, kind in (("triu()", "w", "NaN"), ("triu(1)", "att", "infinite")):
+        result = grade(_head(tmp_path, mask, returned), rubric, pool=pool, only=HEAD_CHECKS, visuals=False)
+        failing = [c for c in result.checks if wording.is_problem(c)]
+        assert failing and all(c.causes for c in failing), [(c.id, c.causes) for c in result.checks]
+        text = "\n".join(c.message for c in failing)
+        assert ".detach()" not in text and "j > i with -inf before the softmax" not in text, text
+        assert "bit-equal" not in text, text  # the cause says why a property on such values is not observed
+        by_id = {c.id: c for c in result.checks}
+        assert by_id["causal_mask"].advice and "before the softmax" in by_id["causal_mask"].advice  # kept as data
+        if kind == "infinite":
+            assert "NaN" not in text, text
+        grads = by_id["gradient_blocks"]
+        assert grads.status == "failed" and "not finite" in grads.message, grads.message
+
+
+def test_a_checks_own_advice_stands_where_no_cause_explains_it() -> None:
+    """The advice is the check's words when no cause speaks for it: then it is in the message, before the input."""
+    from grader.runner import with_advice
+
+    check = _failed(
+        "causal_mask",
+        message="weights[0, 0, 1] = 0.4, but query 0 may only attend to key 0.\nReproduce: grade a.py --only "
+        "causal_mask --seed 1",
+        advice="Mask the scores where j > i with -inf before the softmax.",
+    ).model_copy(update={"reproduce": "grade a.py --only causal_mask --seed 1"})
+    [alone] = with_advice([check])
+    assert alone.message.splitlines()[1] == "Mask the scores where j > i with -inf before the softmax.", alone.message
+    [explained] = with_advice([check.model_copy(update={"causes": ["mask"]})])
+    assert "Mask the scores" not in explained.message

@@ -71,6 +71,7 @@ class Verdict:
     fraction: float | None = None  # partial credit in [0, 1]; None means all or nothing
     notes: list[str] = field(default_factory=list)
     counted: bool = True  # False: not graded in this edition (the student kit's own-head test run): 0 of 0 points
+    advice: str | None = None  # the check's own advice: said only where no named cause explains it (CheckResult)
 
 
 def passed(message: str, **kw: object) -> Verdict:
@@ -300,20 +301,21 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
         return verdict
     if seen is None and part is not None and verdict.status == "passed":
         return failed(
-            f"{UNOBSERVED}{part.said()} (causal={part.causal}; the smallest such input is below). This check "
-            "observed its property only on the finite entries: NaN compares bit-equal with NaN, and every bound "
-            "is false of it, so it cannot credit the rows it could not see.",
+            f"{UNOBSERVED}{part.said()} (causal={part.causal}; the smallest such input is below).",
             counterexample=part.case.counterexample(base_seed, causal=part.causal),
             notes=verdict.notes,
+            advice=f"This check observed its property only on the finite entries: {_vacuous(part.kind)}, so it cannot "
+            "credit the rows it could not see.",
         )
     if seen is None and ctx.compared and not ctx.observed_finite and ctx.vacuous is not None:
         case, causal = ctx.vacuous
         if verdict.status == "passed":
             return failed(
                 f"{UNOBSERVED}the values this check compared hold no finite number (causal={causal}; the "
-                "smallest such input is below): NaN compares bit-equal with NaN, so the invariance was not observed.",
+                "smallest such input is below).",
                 counterexample=case.counterexample(base_seed, causal=causal),
                 notes=verdict.notes,
+                advice="A value with no finite number equals itself bit for bit, so the invariance was not observed.",
             )
         return verdict
     if seen is None or verdict.status not in ("passed", "failed"):
@@ -324,11 +326,22 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
         return verdict
     text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
     return failed(
-        f"{UNOBSERVED}{text}. A property judged on values with no finite number is not observed: NaN compares "
-        "bit-equal with NaN, and every bound is false of it, so this check cannot credit it.",
+        f"{UNOBSERVED}{text}.",
         counterexample=example,
         notes=verdict.notes,
+        advice=f"A property judged on values with no finite number is not observed: {_vacuous(seen.kind)}, so this "
+        "check cannot credit it.",
     )
+
+
+def _vacuous(kind: str) -> str:
+    """Why a property seen on non-finite values was not observed, in the words of what they are (issue 53: no NaN
+    where the values are -inf)."""
+    if kind == "NaN":
+        return "NaN compares bit-equal with NaN, and every bound is false of it"
+    if kind == "infinite":
+        return "an infinite value equals itself bit for bit and is no weight nor average, and -inf - -inf is NaN"
+    return "NaN and infinities compare bit-equal with themselves, and no bound holds of them"
 
 
 Group = tuple[str, Callable[[], "Verdict | None"]]  # a label ("float32 inputs") and its judge (None: it holds)
