@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import torch
 
-from grader._hangs import NO_INPUT, Hang, HangRegistry, TimeShares, call_size
+from grader._hangs import NO_INPUT, Hang, HangRegistry, TimeShares, call_size, past_the_limit
 from grader._notebook import advice
 from grader.compare import dtype_name
 from grader.inputs import Case
@@ -275,13 +275,17 @@ class Head:
         on = f" on input {size.described}" if size is not None and size is not NO_INPUT else ""
         if reply.status == "timeout":
             self._restart_for = fn
+            per_call = fn is None or timeout >= self._limits.per_call_timeout_s
             if size is not None:
-                self.hangs.record(fn or op, Hang(actual, size, self.current_check))
-            if fn is not None and timeout < self._limits.per_call_timeout_s:
-                what = f"what was left of its share of the time budget ({self._shares.share_s(fn):.3g} s),"
+                self.hangs.record(fn or op, Hang(actual, size, self.current_check, timeout if per_call else None))
+            if not per_call:
+                what = f"what was left of its share of the time budget ({self._shares.share_s(fn or ''):.3g} s),"
                 message = f"`{actual}` did not finish within {timeout:.3g} s, {what}{on}; the worker was stopped"
-            else:
-                message = f"`{actual}` did not finish within {timeout:g} s{on}; the worker was stopped"
+            else:  # the same first line as every refusal it causes (grader/_hangs.py): one slow function, one cause
+                message = (
+                    f"{past_the_limit(actual, timeout)}\nIt did not finish within {timeout:g} s{on}; the worker "
+                    "was stopped"
+                )
             return replace(reply, message=message)
         if reply.status == "budget" and fn is not None:
             return replace(reply, message=f"{reply.message} (calling `{actual}`{on})")

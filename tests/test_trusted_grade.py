@@ -139,3 +139,38 @@ def test_what_went_wrong_counts_every_failing_check() -> None:
     page = render_html(r)
     assert "What went wrong (4)</a>" in page, page[page.find("What went wrong") - 50 :][:200]
     assert page.count('<article class="card') == 4
+
+
+# ---- point 5: a slow head is one cause ------------------------------------------------------------------------
+
+SLOW = """import math
+import time
+
+import torch
+
+
+def causal_self_attention(X, W_Q, W_K, W_V, causal=True):
+    q, k, v = X @ W_Q, X @ W_K, X @ W_V
+    time.sleep(30)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(W_Q.shape[1])
+    return torch.softmax(att, dim=-1) @ v, torch.softmax(att, dim=-1)
+"""
+SLOW_CHECKS = ["interface", "reference_match", "row_stochastic", "causal_mask", "gradient_blocks", "convex_hull"]
+
+
+def test_a_head_slower_than_the_limit_on_every_call_is_one_cause(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Each call sleeps 30 s: the headline read "Your code raises `causal_self_attention` timed out earlier in check
+    ...", one cause was split in two (each hang's input in its first line) and four checks were 'Not explained'."""
+    head = tmp_path / "attention_head.py"
+    head.write_text(SLOW + "\n\n" + REFERENCE[REFERENCE.index("def gaussian_positional_weights") :])
+    tight = rubric.model_copy(update={"limits": rubric.limits.model_copy(update={"per_call_timeout_s": 1.0})})
+    result = grade(head, tight, pool=pool, only=SLOW_CHECKS, visuals=False)
+    failing = {c.id for c in result.checks if c.status in ("failed", "error", "timeout")}
+    assert failing == set(SLOW_CHECKS), {c.id: c.status for c in result.checks}
+    [cause] = result.diagnosis
+    assert set(cause.explains) == failing, cause.explains
+    assert cause.title.startswith("`causal_self_attention` ran past the per-call limit (1 s)"), cause.title
+    assert "raises" not in cause.title and "timed out earlier" not in cause.title
+    assert result.scoring == "mistakes" or (result.scoring_note or "").startswith("Counted by checks: the named")

@@ -605,8 +605,9 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
         stub = line.startswith("NotImplementedError") and len(fns) == 1  # the template's
         cid = f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}"
         free = all(c.extra_credit or c.max_score == 0 for c in stopped if c.id in explains)  # issue 53: no "first"
+        hang = all(c.status == "timeout" for c in stopped if c.id in explains)  # issue 53: a slow head, no "raises"
         title, hint, cites = cause(cid).words(
-            "stub" if stub else "free" if free else None,
+            "stub" if stub else "hang" if hang else "free" if free else None,
             who=who,
             exception=exception(line),
             checks=n_checks(len(explains)),
