@@ -95,16 +95,27 @@ class Hang:
     function: str  # the submission's name for it
     size: CallSize
     check: str | None  # the check that made the call; None outside the checks (diagnosis, pictures)
+    limit_s: float | None = None  # the per-call limit it ran past (None: what was left of its time share)
 
     def refusal(self, size: CallSize) -> str:
+        """Why a call is not made. Past the per-call limit, the first line is the same for every call of the
+        function (issue 53: the checks one slow function stopped are one cause), the inputs on the next."""
         where = f"in check {self.check}" if self.check else "outside the checks (naming a bug or drawing the report)"
         if not self.size.key:
-            return f"`{self.function}` timed out earlier {where}; not asked again"
-        also = "" if size.described == self.size.described else f" (this one: {size.described})"
-        return (
-            f"`{self.function}` timed out earlier {where} on input {self.size.described}; "
-            f"not called again on inputs at least as large{also}"
-        )
+            said = f"`{self.function}` timed out earlier {where}; not asked again"
+        else:
+            also = "" if size.described == self.size.described else f" (this one: {size.described})"
+            said = (
+                f"`{self.function}` timed out earlier {where} on input {self.size.described}; "
+                f"not called again on inputs at least as large{also}"
+            )
+        return said if self.limit_s is None else f"{past_the_limit(self.function, self.limit_s)}\n{said}"
+
+
+def past_the_limit(function: str, limit_s: float) -> str:
+    """The first line of every verdict a call past the per-call limit stopped: '`f` ran past the per-call limit
+    (20 s)'."""
+    return f"`{function}` ran past the per-call limit ({limit_s:g} s)"
 
 
 class HangRegistry:

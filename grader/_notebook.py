@@ -412,12 +412,14 @@ def reduce_cells(
         red.dropped_cells = [c.number for c in cells if c.number not in used_cells]
         red.notes = _notebook_notes(cells, stmts, final, red, problems, total_cells)
     else:
-        dropped = [s for i, s in enumerate(stmts) if i not in set(final)]
+        dropped = [s for i, s in enumerate(stmts) if i not in set(final) and not _inert(s.node)]
         if dropped:
             where = _ranges([s.node.lineno for s in dropped])
+            one = len(dropped) == 1
             red.notes.append(
-                f"Definitions only: {len(dropped)} top-level statements of {origin} were not run "
-                f"(lines {where}); the grader needs only your definitions."
+                f"Definitions only: {len(dropped)} top-level statement{'' if one else 's'} of {origin} "
+                f"{'was' if one else 'were'} not run (line{'' if one else 's'} {where}); the grader needs only your "
+                "definitions."
             )
     for name, package in unavailable.items():
         red.notes.append(f"`{name}` uses {package}, which the grader does not install; {advice(package, provided)}.")
@@ -507,7 +509,14 @@ def _history_notes(
 
 def _partly_kept(stmts: list[_Stmt], final: list[int], red: Reduction) -> list[int]:
     keep = set(final)
-    return sorted({s.cell for i, s in enumerate(stmts) if i not in keep} - set(red.dropped_cells))
+    left = {s.cell for i, s in enumerate(stmts) if i not in keep and not _inert(s.node)}
+    return sorted(left - set(red.dropped_cells))
+
+
+def _inert(node: ast.stmt) -> bool:
+    """A bare string (a docstring, a note between definitions): it runs nothing, so leaving it out is no
+    statement 'not run'."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
 def _runs(numbers: Sequence[int]) -> str:

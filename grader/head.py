@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import torch
 
-from grader._hangs import NO_INPUT, Hang, HangRegistry, TimeShares, call_size
+from grader._hangs import NO_INPUT, Hang, HangRegistry, TimeShares, call_size, past_the_limit
 from grader._notebook import advice
 from grader.compare import dtype_name
 from grader.inputs import Case
@@ -133,7 +133,8 @@ class NonFinite:
 
     def said(self) -> str:
         if self.partial:
-            return f"{self.rows} {'is' if ' and ' not in self.rows else 'are'} {self.kind}"
+            many = " and " in self.rows or self.rows.startswith("rows ")
+            return f"{self.rows} {'are' if many else 'is'} {self.kind}"
         return f"every entry of {self.what} is {self.kind}"
 
 
@@ -289,13 +290,17 @@ class Head:
         on = f" on input {size.described}" if size is not None and size is not NO_INPUT else ""
         if reply.status == "timeout":
             self._restart_for = fn
+            per_call = fn is None or timeout >= self._limits.per_call_timeout_s
             if size is not None:
-                self.hangs.record(fn or op, Hang(actual, size, self.current_check))
-            if fn is not None and timeout < self._limits.per_call_timeout_s:
-                what = f"what was left of its share of the time budget ({self._shares.share_s(fn):.3g} s),"
+                self.hangs.record(fn or op, Hang(actual, size, self.current_check, timeout if per_call else None))
+            if not per_call:
+                what = f"what was left of its share of the time budget ({self._shares.share_s(fn or ''):.3g} s),"
                 message = f"`{actual}` did not finish within {timeout:.3g} s, {what}{on}; the worker was stopped"
-            else:
-                message = f"`{actual}` did not finish within {timeout:g} s{on}; the worker was stopped"
+            else:  # the same first line as every refusal it causes (grader/_hangs.py): one slow function, one cause
+                message = (
+                    f"{past_the_limit(actual, timeout)}\nIt did not finish within {timeout:g} s{on}; the worker "
+                    "was stopped"
+                )
             return replace(reply, message=message)
         if reply.status == "budget" and fn is not None:
             return replace(reply, message=f"{reply.message} (calling `{actual}`{on})")
@@ -332,10 +337,7 @@ class Head:
         res = reply.header["result"]
         items = res.get("items", [])
         if res["kind"] not in ("tuple", "list") or len(items) != n:
-            got = res["kind"] if res["kind"] != "single" else items[0]["type"]
-            if res["kind"] in ("tuple", "list"):
-                got = f"a {res['kind']} of {len(items)} values"
-            raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {got}")
+            raise StudentFailure("failed", f"`{fn}` must return a tuple of {n} tensors; it returned {returned(res)}")
         return [Head._item(reply, fn, item, k) for k, item in enumerate(items)]
 
     @staticmethod
@@ -345,7 +347,7 @@ class Head:
             problem = item.get("problem", "")
             raise StudentFailure(
                 "failed",
-                f"`{fn}` returned {item['type']}{' with ' + problem if problem else ''} at position {k}",
+                f"`{fn}` returned {_value(item)}{' with ' + problem if problem else ''} at position {k}",
             )
         return reply.tensors[item["name"]]
 
@@ -498,7 +500,7 @@ class Head:
         reply = self._call(fn, [{"v": T}, {"v": bandwidth}], {})
         res = reply.header["result"]
         if res["kind"] != "single" or "name" not in res["items"][0]:
-            raise StudentFailure("failed", f"`{fn}` must return one tensor; it returned {res['kind']}")
+            raise StudentFailure("failed", f"`{fn}` must return one tensor; it returned {returned(res)}")
         w = reply.tensors["r0"]
         self._expect(w, (T, T), None, f"{fn}({T}, {bandwidth:g})")
         return w
@@ -516,7 +518,7 @@ class Head:
         reply = self._call(fn, [{"v": d_k}], {}, kwargs=kwargs)
         res = reply.header["result"]
         if res["kind"] != "dict":
-            raise StudentFailure("failed", f"`{fn}` must return a dict; it returned {res['kind']}")
+            raise StudentFailure("failed", f"`{fn}` must return a dict; it returned {returned(res)}")
         values: dict[str, float] = {}
         for key, item in res["entries"].items():
             if item["type"] == "number":
@@ -782,12 +784,28 @@ def _is_not_implemented(reply: Reply) -> bool:
     return bool(lines) and any(line.startswith("NotImplementedError") for line in (lines[0], lines[-1]))
 
 
+def returned(res: dict[str, Any]) -> str:
+    """What a function returned, as a student would say it (issue 53: 'None', not 'NoneType' nor 'single')."""
+    items = res.get("items", [])
+    if res["kind"] == "single" and items:
+        return _value(items[0])
+    if res["kind"] in ("tuple", "list"):
+        return f"a {res['kind']} of {len(items)} value{'' if len(items) == 1 else 's'}"
+    return f"a {res['kind']}"
+
+
+def _value(item: dict[str, Any]) -> str:
+    """One returned value: 'None', 'a tensor', 'a number', 'a str'."""
+    kind = str(item.get("type", "value"))
+    return "None" if kind == "NoneType" else f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
 def _single_tensor(reply: Reply, fn: str) -> torch.Tensor:
     """The one tensor a function returned, or a StudentFailure saying what came back instead."""
     res = reply.header["result"]
     item = res["items"][0] if res["kind"] == "single" else None
     if item is None or "name" not in item:
-        got = f"a {res['kind']}" if item is None else item["type"]
+        got = returned(res)
         if item is not None and item.get("problem"):
             got += f" with {item['problem']}"
         raise StudentFailure("error", f"`{fn}` must return one tensor; it returned {got}")

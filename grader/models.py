@@ -320,6 +320,12 @@ class CheckResult(_Strict):
     duration_s: float = Field(description="Wall time of the check in seconds.")
     heatmaps: list[Heatmap] = Field(default_factory=list, description="Matrices to draw for a failure.")
     notes: list[str] = Field(default_factory=list, description="Advice that costs no points.")
+    advice: str | None = Field(
+        default=None,
+        description="The check's own advice on a failure (what usually makes it): part of the message only when no "
+        "named cause explains the check; where one does, its hint speaks instead (issue 53: a check's words never "
+        "contradict its cause).",
+    )
     causes: list[str] = Field(
         default_factory=list, description="Ids of the diagnosis entries (root causes) that explain this failure."
     )

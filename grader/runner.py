@@ -175,7 +175,8 @@ def grade(
         out = sandbox.output
     mark("sandbox closed")
     output = StudentOutput(text=out.text, truncated=out.truncated, bytes_dropped=out.bytes_dropped)
-    checks = _attached(results, diagnosis)
+    diagnosis = required_first(diagnosis, results)
+    checks = with_advice(_attached(results, diagnosis))
     counted = tally(checks, diagnosis, prices(rubric.mistakes, ref), caps())
     return GradeResult(
         submission=label,
@@ -396,6 +397,14 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         thread.join()
 
 
+def required_first(diagnosis: list[Diagnosis], results: list[CheckResult]) -> list[Diagnosis]:
+    """The causes of the graded checks first, then those that explain only checks that cost nothing (an optional
+    extension, extra credit): the diagnosis's order otherwise kept (issue 53: a crash of the optional KV cache was
+    cause (1), above the head's own mistakes)."""
+    graded = {c.id for c in results if not c.extra_credit and c.max_score > 0}
+    return sorted(diagnosis, key=lambda d: not set(d.explains) & graded)
+
+
 def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:
     """A cause's line in the file the student wrote: a notebook's cell and the line in it, or the line of the
     .py the grader reduced to its definitions (issue 28)."""
@@ -432,6 +441,18 @@ def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[Ch
     from grader.diagnosis import attach_causes
 
     return attach_causes(results, diagnosis)
+
+
+def with_advice(checks: list[CheckResult]) -> list[CheckResult]:
+    """Each failing check's own advice in its message, after what it observed, where no named cause explains it;
+    where one does, the cause's hint is the advice and the check's stays a field (issue 53: "mask j > i before the
+    softmax" under a head that does, with a cause that names what it does instead)."""
+    return [
+        c.model_copy(update={"message": f"{c.message}\n{c.advice}"})
+        if c.advice is not None and not c.causes and c.status in FAILING
+        else c
+        for c in checks
+    ]
 
 
 # Checks whose property is tied to their own inputs: reference_match compares on its cases (in the student
@@ -549,4 +570,5 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         duration_s=round(duration, 3),
         heatmaps=v.heatmaps,
         notes=v.notes,
+        advice=v.advice if v.status in FAILING else None,
     )

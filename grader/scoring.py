@@ -56,22 +56,41 @@ def tally(
     if by_mistakes == by_checks:
         note = (
             f"Counted by checks: the named causes explain every failing check, and counting each once at its "
-            f"price gives the same score ({_pts(by_checks)} points)."
+            f"price gives the same score ({points(by_checks)})."
         )
         return Tally(by_checks, "checks", by_checks, note, priced)
     if by_mistakes < by_checks:
         note = (
             f"Counted by checks: the named causes explain every failing check, but their prices add up to "
-            f"{_pts(charged)} points, more than the {_pts(failing)} the failing checks cost, so counting by mistakes "
+            f"{points(charged)}, more than the {_pts(failing)} the failing checks cost, so counting by mistakes "
             f"would give {_pts(by_mistakes)}; the per-check sum ({_pts(by_checks)}) is higher and stands."
         )
         return Tally(by_checks, "checks", by_checks, note, priced)
     causes = [d for d in diagnosis if deductions.get(d.id)]
     note = (
         f"Counted by mistakes: {len(causes)} named cause{'s explain' if len(causes) != 1 else ' explains'} every "
-        f"failing check, each charged once ({_pts(by_mistakes)} points; the per-check sum would be {_pts(by_checks)})."
+        f"failing check, each charged once: {_sum(checks, diagnosis, deductions, by_mistakes)}; the per-check sum "
+        f"would be {_pts(by_checks)}."
     )
     return Tally(by_mistakes, "mistakes", by_checks, note, priced)
+
+
+def _sum(checks: list[CheckResult], diagnosis: list[Diagnosis], deductions: dict[str, float], total: float) -> str:
+    """The score counted by mistakes as the sum a student can check against the rows (issue 53): the points
+    available, less what was not earned on checks no cause charges (a skipped check, partial credit), less each
+    cause's price (numbered as the views number the causes), plus the extra credit earned: '27 points, − 9 not
+    earned (student_tests skipped), − 4 for cause (1), + 3 extra credit = 17 points'."""
+    graded = [c for c in checks if not c.extra_credit]
+    terms = [points(round(sum(c.max_score for c in graded), 6))]
+    kept = [c for c in graded if c.status not in FAILING and c.score < c.max_score]
+    if kept:
+        why = ", ".join(f"{c.id} {c.status}" for c in kept)
+        terms.append(f"− {_pts(round(sum(c.max_score - c.score for c in kept), 6))} not earned ({why})")
+    terms += [f"− {_pts(deductions[d.id])} for cause ({k})" for k, d in enumerate(diagnosis, 1) if deductions.get(d.id)]
+    extra = round(sum(c.score for c in checks if c.extra_credit), 6)
+    if extra:
+        terms.append(f"+ {_pts(extra)} extra credit")
+    return f"{', '.join(terms)} = {points(total)}"
 
 
 def provisional(note: str | None, error: DiagnosisError | None) -> str | None:
@@ -119,6 +138,11 @@ def _deductions(
 
 def _pts(x: float) -> str:
     return f"{x:g}"
+
+
+def points(x: float) -> str:
+    """'1 point', '2.5 points'."""
+    return f"{x:g} point{'' if x == 1 else 's'}"
 
 
 def listed(ids: list[str]) -> str:

@@ -7,7 +7,10 @@ Set STEP4_SCREENSHOT_DIR to keep the screenshots (CI uploads them as artifacts).
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,9 +23,9 @@ from grader.checks._base import heatmaps_for
 from grader.head import HeadCall
 from grader.inputs import Case, Shape, make_case
 from grader.library import load_reference
-from grader.models import CheckResult, Counterexample, GradeResult, StudentOutput
+from grader.models import CheckResult, Counterexample, Departure, Diagnosis, GradeResult, SourceLine, StudentOutput
 from grader.oracle import LiveOracle
-from grader.report import write_html
+from grader.report import render_html, write_html
 from grader.visuals import BANDWIDTHS, collect_visuals
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
@@ -145,3 +148,37 @@ def test_the_console_check_would_catch_an_error(tmp_path: Path) -> None:
     page.write_text('<!DOCTYPE html><p>x</p><script>console.error("deliberate")</script>', encoding="utf-8")
     run = chromium(page, tmp_path, "--dump-dom", size="400,300")
     assert any("deliberate" in line for line in console_messages(run.stderr)), run.stderr[-2000:]
+
+
+def test_no_column_of_a_stage_matrix_collapses(tmp_path: Path) -> None:
+    """Issue 53 (12): beside a cause's line, a column whose entries are all hidden (-inf, drawn as a dash) was a
+    sliver next to the numbers. Measured in the browser: the page, its policy lifted for a script that writes
+    each matrix's column widths into the DOM."""
+    hidden = None
+    produced = [[0.5 * i - j if j < i else hidden for j in range(7)] for i in range(7)]  # the diagonal hidden too
+    expected = [[0.5 * i - j if j <= i else hidden for j in range(7)] for i in range(7)]
+    cause = Diagnosis(
+        id="mask_excludes_diagonal",
+        title="Diagonal masked too",
+        hint="Mask exactly the strict upper triangle.",
+        cites="Definition 4.1",
+        kind="mutation",
+        explains=["causal_mask"],
+        where=SourceLine(file="attention_head.py", line=14, code="mask = torch.ones(T, T).triu()"),
+        departure=Departure(stage="masked", description="hides the diagonal too", expected=expected, produced=produced),
+    )
+    result = failing_result().model_copy(update={"diagnosis": [cause]})
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", render_html(result))
+    measure = (
+        '<script>document.body.setAttribute("data-widths", JSON.stringify([...document.querySelectorAll('
+        '"table.matrix")].map(t => [...t.rows[0].cells].map(c => c.getBoundingClientRect().width))));</script>'
+    )
+    page = tmp_path / "measured.html"
+    page.write_text(text.replace("</body>", measure + "</body>"), encoding="utf-8")
+    run = chromium(page, tmp_path, "--dump-dom")
+    found = re.search(r'data-widths="([^"]*)"', run.stdout)
+    assert found is not None, run.stderr[-2000:]
+    tables = json.loads(html.unescape(found[1]))
+    assert len(tables) == 2 and all(len(cols) == 7 for cols in tables), tables
+    for cols in tables:
+        assert min(cols) >= 0.8 * max(cols), cols

@@ -128,7 +128,8 @@ def test_a_scale_read_off_the_wrong_width_points_where_d_k_is_made(diagnosed: Di
     assert d.where is not None and d.departure is not None
     assert (d.where.line, d.where.code) == (line_of(path, "d_k = X.shape[-1]"), "d_k = X.shape[-1]")
     use = line_of(path, "/ math.sqrt(d_k)")
-    assert f"`d_k` = 5 is set here and used at line {use}" in d.departure.description
+    # the probe's width, said to be the probe's (issue 53: the checks' inputs had d = 4 and d = 48)
+    assert f"`d_k` is set here (5 on the grader's probe) and used at line {use}" in d.departure.description
     assert "1/sqrt(d) = 0.4472" in d.departure.description
     assert d.where.context[d.where.line].strip() == "d_k = X.shape[-1]"
 

@@ -74,6 +74,7 @@ class Verdict:
     fraction: float | None = None  # partial credit in [0, 1]; None means all or nothing
     notes: list[str] = field(default_factory=list)
     counted: bool = True  # False: not graded in this edition (the student kit's own-head test run): 0 of 0 points
+    advice: str | None = None  # the check's own advice: said only where no named cause explains it (CheckResult)
     # the evidence as data (issue 51): what the views and the diagnosis read instead of the message's words
     mismatch: Mismatch | None = None
     stopped: list[Stop] = field(default_factory=list)  # what stopped the check (group None), its cases, its groups
@@ -343,23 +344,23 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
     if seen is None and part is not None and verdict.status == "passed":
         example = part.case.counterexample(base_seed, causal=part.causal)
         return failed(
-            f"{UNOBSERVED}{part.said()} (causal={part.causal}; the smallest such input is below). This check "
-            "observed its property only on the finite entries: NaN compares bit-equal with NaN, and every bound "
-            "is false of it, so it cannot credit the rows it could not see.",
+            f"{UNOBSERVED}{part.said()} (causal={part.causal}; the smallest such input is below).",
             counterexample=example,
             notes=verdict.notes,
             unobserved=_seen(part, example, failed_for_it=True),
+            advice=f"This check observed its property only on the finite entries: {_vacuous(part.kind)}, so it cannot "
+            "credit the rows it could not see.",
         )
     if seen is None and ctx.compared and not ctx.observed_finite and ctx.vacuous is not None:
         case, causal = ctx.vacuous
         if verdict.status == "passed":
             example = case.counterexample(base_seed, causal=causal)
             return failed(
-                f"{UNOBSERVED}{VACUOUS} (causal={causal}; the smallest such input is below): NaN compares bit-equal "
-                "with NaN, so the invariance was not observed.",
+                f"{UNOBSERVED}{VACUOUS} (causal={causal}; the smallest such input is below).",
                 counterexample=example,
                 notes=verdict.notes,
                 unobserved=Unobserved(said=VACUOUS, causal=causal, counterexample=example, failed_for_it=True),
+                advice="A value with no finite number equals itself bit for bit, so the invariance was not observed.",
             )
         return verdict
     if seen is None or verdict.status not in ("passed", "failed"):
@@ -373,16 +374,27 @@ def observed(verdict: Verdict, seen: NonFinite | None, ctx: Ctx, part: NonFinite
         return verdict
     text = f"{seen.said()} (causal={seen.causal}; the smallest such input is below)"
     return failed(
-        f"{UNOBSERVED}{text}. A property judged on values with no finite number is not observed: NaN compares "
-        "bit-equal with NaN, and every bound is false of it, so this check cannot credit it.",
+        f"{UNOBSERVED}{text}.",
         counterexample=example,
         notes=verdict.notes,
         unobserved=_seen(seen, example, failed_for_it=True),
+        advice=f"A property judged on values with no finite number is not observed: {_vacuous(seen.kind)}, so this "
+        "check cannot credit it.",
     )
 
 
 def _seen(nf: NonFinite, example: Counterexample, *, failed_for_it: bool) -> Unobserved:
     return Unobserved(said=nf.said(), causal=nf.causal, counterexample=example, failed_for_it=failed_for_it)
+
+
+def _vacuous(kind: str) -> str:
+    """Why a property seen on non-finite values was not observed, in the words of what they are (issue 53: no NaN
+    where the values are -inf)."""
+    if kind == "NaN":
+        return "NaN compares bit-equal with NaN, and every bound is false of it"
+    if kind == "infinite":
+        return "an infinite value equals itself bit for bit and is no weight nor average, and -inf - -inf is NaN"
+    return "NaN and infinities compare bit-equal with themselves, and no bound holds of them"
 
 
 Group = tuple[str, Callable[[], "Verdict | None"]]  # a label ("float32 inputs") and its judge (None: it holds)

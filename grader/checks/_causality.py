@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -150,10 +151,20 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
                     future = J[b, i, b, i + 1 :]
                     if bool((future != 0).any()):
                         j = i + 1 + int((future != 0).any(-1).nonzero()[0])
+                        block = J[b, i, b, j]
+                        if not bool(torch.isfinite(block).all()):  # NaN is no dependence: it was not observed
+                            return failed(
+                                "A future input-gradient block is not finite, so it is not 0 (Proposition 4.3).\n"
+                                f"d <out[{b}, {i}], u> / d X[{b}, {j}] holds {_non_finite(block)} on this finite "
+                                f"input: the gradient of output row {i} is not finite, so whether it depends on "
+                                f"input row {j} > {i} could not be observed.",
+                                counterexample=case.counterexample(ctx.base_seed),
+                                heatmaps=heatmaps_for(weights_of(call), ctx.ref.attention(case)[1], batch=b),
+                            )
                         return failed(
                             "A future input-gradient block is not zero (Proposition 4.3).\n"
                             f"d <out[{b}, {i}], u> / d X[{b}, {j}] has entries up to "
-                            f"{fmt(float(J[b, i, b, j].abs().max()))} (0 allowed): output row {i} must not "
+                            f"{fmt(float(block.abs().max()))} (0 allowed): output row {i} must not "
                             f"depend on input row {j} > {i}.",
                             counterexample=case.counterexample(ctx.base_seed),
                             heatmaps=heatmaps_for(weights_of(call), ctx.ref.attention(case)[1], batch=b),
@@ -164,12 +175,21 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
         for case, call, ups, g in calls():
             for name in ("X", "W_Q", "W_K", "W_V"):
                 problem = _finite_difference(ctx, case, call, name, ups, g, eps, rtol)
+                if isinstance(problem, NotFinite):  # nothing to compare with: no graph was seen to be cut
+                    return failed(
+                        f"The gradient with respect to {name} could not be compared with your forward pass: "
+                        f"finite differences of your outputs are not finite ({problem.what} "
+                        f"{'holds' if problem.what == 'out' else 'hold'} {problem.kind} on this finite input), so "
+                        "autograd was not observed against them.",
+                        counterexample=case.counterexample(ctx.base_seed),
+                    )
                 if problem is not None:
                     return failed(
-                        f"The gradient with respect to {name} is not the derivative of your own forward pass: "
-                        "something cuts or alters the autograd graph (.detach(), .data, .item(), numpy, in-place "
-                        f"edits) so that backpropagation does not see what the forward pass computed.\n{problem}",
+                        f"The gradient with respect to {name} is not the derivative of your own forward pass, so "
+                        f"backpropagation does not see what the forward pass computed.\n{problem}",
                         counterexample=case.counterexample(ctx.base_seed),
+                        advice="Something cuts or alters the autograd graph: .detach(), .data, .item(), numpy, or "
+                        "an in-place edit of a value autograd needs.",
                     )
         return None
 
@@ -181,6 +201,21 @@ def gradient_blocks(ctx: Ctx) -> Verdict:
         "Future Jacobian blocks are exactly zero; every gradient agrees with finite differences of your forward "
         f"pass ({_fd_text(precision)})."
     )
+
+
+@dataclass(frozen=True)
+class NotFinite:
+    """Finite differences that hold no number: the head's outputs on the shifted inputs are not finite."""
+
+    what: str  # "out", "the weights", "out and the weights"
+    kind: str  # "NaN", "infinite values", "NaN and infinite values"
+
+
+def _non_finite(t: torch.Tensor) -> str:
+    """'NaN', 'infinite values' or 'NaN and infinite values': what the non-finite entries of ``t`` are."""
+    bad = t[~torch.isfinite(t)]
+    nan, inf = bool(torch.isnan(bad).any()), bool(torch.isinf(bad).any())
+    return "NaN and infinite values" if nan and inf else "NaN" if nan else "infinite values"
 
 
 def _fd_text(precision: torch.dtype) -> str:
@@ -197,7 +232,7 @@ def _finite_difference(
     g: torch.Generator,
     eps: float,
     rtol: float,
-) -> str | None:
+) -> str | NotFinite | None:
     """Compare autograd with central differences of L = <out, u> + <weights, u_w> along one random
     direction of input ``name`` (a term whose upstream is None is left out: that value broke the contract);
     for X also row by row (<out[b, i], u[b, i]>, the Jacobian blocks)."""
@@ -211,6 +246,14 @@ def _finite_difference(
         return ctx.head.attention(Case(**moved, shape=case.shape, seed=case.seed, params=case.params))
 
     plus, minus = shifted(1.0), shifted(-1.0)
+    bad = [
+        (what, (getattr(plus, attr), getattr(minus, attr)))
+        for what, attr, up in (("out", "out", u), ("the weights", "weights", u_w))
+        if up is not None and not all(bool(torch.isfinite(getattr(c, attr)).all()) for c in (plus, minus))
+    ]  # a value that broke the contract has no upstream: never read
+    if bad:
+        values = torch.cat([x.flatten() for _, pair in bad for x in pair])
+        return NotFinite(" and ".join(what for what, _ in bad), _non_finite(values))
     fd = 0.0
     if u is not None:
         d_out = (plus.out.double() - minus.out.double()) / (2 * eps)  # (B, T, d_v)

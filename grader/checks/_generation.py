@@ -340,12 +340,14 @@ def performance(ctx: Ctx) -> Verdict:
     probe = make_case(PROBE_SHAPE, seed=ctx.seed(0), dtype=torch.float32)
     ratio, s, b, clock, _ = _timed(ctx, probe, PROBE_ROUNDS, PROBE_BUDGET_S, PROBE_LIMIT)
     if ratio > PROBE_LIMIT:
+        detail = (
+            f"yours {_ms(s)}, formula {_ms(b)}, {clock}; {how}. At T = {PERF_SHAPE.T}, where at most {LIMIT:g}x is "
+            f"allowed, yours would take about {s * (PERF_SHAPE.T / PROBE_SHAPE.T) ** 2:.3g} s per call"
+        )
         return failed(
-            f"Your head is {ratio:.0f}x slower than the plain batched formula already at T = "
-            f"{PROBE_SHAPE.T} (yours {_ms(s)}, formula {_ms(b)}, {clock}; {how}); at most {PROBE_LIMIT:g}x "
-            f"is allowed at this T and {LIMIT:g}x at T = {PERF_SHAPE.T}, where yours would take about "
-            f"{s * (PERF_SHAPE.T / PROBE_SHAPE.T) ** 2:.3g} s per call. Compute all scores with one batched "
-            "product Q K^T and the output with one product A V; no Python loop over positions (Section 8).",
+            too_slow(ratio, PROBE_LIMIT, PROBE_SHAPE.T, detail, already=True)
+            + "\nCompute all scores with one batched product Q K^T and the output with one product A V; no Python "
+            "loop over positions (Section 8).",
             counterexample=probe.counterexample(ctx.base_seed),
         )
     case = make_case(PERF_SHAPE, seed=ctx.seed(1), dtype=torch.float32)
@@ -353,9 +355,8 @@ def performance(ctx: Ctx) -> Verdict:
     detail = f"yours {_ms(s)}, formula {_ms(b)}, {clock}; {how}, {rounds} round{'s' if rounds > 1 else ''}"
     if ratio > LIMIT:
         return failed(
-            f"Your head is {ratio:.1f}x slower than the plain batched formula at T = {PERF_SHAPE.T} "
-            f"({detail}); at most {LIMIT:g}x is allowed. Replace Python loops over positions with batched "
-            "matrix products (Section 8).",
+            too_slow(ratio, LIMIT, PERF_SHAPE.T, detail)
+            + "\nReplace Python loops over positions with batched matrix products (Section 8).",
             counterexample=case.counterexample(ctx.base_seed),
         )
     return passed(
@@ -380,6 +381,13 @@ def _timed(ctx: Ctx, case: Case, rounds: int, budget_s: float, limit: float) -> 
         more = ctx.head.time_head(case, rounds=rounds - 1, budget_s=left, baseline_repeats=REPEATS)
         timing = Timing(*(getattr(timing, f.name) + getattr(more, f.name) for f in dataclasses.fields(Timing)))
     return (*slowdown(timing), len(timing.student_s))
+
+
+def too_slow(ratio: float, limit: float, T: int, detail: str, *, already: bool = False) -> str:
+    """The failure's headline, one short sentence (what a cause made of it is titled by), then how it was timed."""
+    times = f"{ratio:.0f}x" if ratio >= 100 else f"{ratio:.1f}x"
+    at = f"already at T = {T}" if already else f"at T = {T}"
+    return f"Your head is {times} slower than the plain batched formula {at} (at most {limit:g}x).\nTimed: {detail}."
 
 
 def _ms(t: float) -> str:

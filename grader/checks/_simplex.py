@@ -89,8 +89,8 @@ def _causal_mask(ctx: Ctx, dtype: torch.dtype) -> Verdict | None:
             how = " (by position, never by value)" if by_value else ""
             return failed(
                 f"weights[{b}, {i}, {j}] = {float(w[b, i, j]):.4g}, but query {i} may only attend to keys "
-                f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1)."
-                f"{_simple_hint(case, by_value)} Mask the scores where j > i{how} with -inf before the softmax.",
+                f"0..{i}: the strict upper triangle must be exactly 0 (Definition 4.1).{_simple_hint(case, by_value)}",
+                advice=f"Mask the scores where j > i{how} with -inf before the softmax.",
                 counterexample=case.counterexample(ctx.base_seed),
                 heatmaps=heatmaps_for(w, ctx.ref.attention(case)[1], batch=b),
             )

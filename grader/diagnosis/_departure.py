@@ -144,6 +144,13 @@ def probe(T: int | None = None, square: bool = False) -> dict[str, torch.Tensor]
     return {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in shapes.items()}
 
 
+def set_here(var: str, value: float, line: int, code: str) -> str:
+    """'; `d_k` is set here (5 on the grader's probe) and used at line 11: `...`': the number that had to change,
+    made on another line. Its value is the probe's (a width read off the probe's X), not the student's inputs'
+    (issue 53): said so."""
+    return f"; `{var}` is set here ({value:.6g} on the grader's probe) and used at line {line}: `{code}`"
+
+
 def traced(
     head: Head,
     tensors: dict[str, torch.Tensor],
@@ -584,7 +591,7 @@ def departures(
                 at = replace(r, file=unscaled.file, line=unscaled.line, code=unscaled.code)
             elif made is not None:  # the number that had to change was made on another line: that line
                 use = viewed or r
-                words += f"; `{made.var}` = {made.value:.6g} is set here and used at line {use.line}: `{use.code}`"
+                words += set_here(made.var, made.value, use.line, use.code)
                 at = replace(r, file=made.file, line=made.line, code=made.code)
             elif (thrown := _thrown_away(trace, r)) is not None:  # the line meant to change an array binds nothing
                 words += f"; this line computes from `{thrown.var}` and binds nothing, and line {r.line} reads "
@@ -994,7 +1001,7 @@ def _filled(
     made = _made_elsewhere(trace, use, [(c, ())])
     at = replace(r, file=use.file, line=use.line, code=use.code)
     if made is not None:
-        words += f"; `{made.var}` = {made.value:.6g} is set here and used at line {use.line}: `{use.code}`"
+        words += set_here(made.var, made.value, use.line, use.code)
         at = replace(r, file=made.file, line=made.line, code=made.code)
     elif added is not None:
         at = replace(r, file=added.file, line=added.line, code=added.code)

@@ -9,6 +9,7 @@ and points every cause at its line (``_pointing``).
 from __future__ import annotations
 
 import math
+import textwrap
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -602,8 +603,13 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
         who = f"`{fns[0]}`" if len(fns) == 1 else "Importing your module" if importing else "Your code"
         stub = line.startswith("NotImplementedError") and len(fns) == 1  # the template's
         cid = f"crash:{fns[0] if len(fns) == 1 else 'module' if fns else explains[0]}"
+        free = all(c.extra_credit or c.max_score == 0 for c in stopped if c.id in explains)  # issue 53: no "first"
+        hang = all(c.status == "timeout" for c in stopped if c.id in explains)  # issue 53: a slow head, no "raises"
         title, hint, cites = cause(cid).words(
-            "stub" if stub else None, who=who, exception=exception(line), checks=n_checks(len(explains))
+            "stub" if stub else "hang" if hang else "free" if free else None,
+            who=who,
+            exception=exception(line),
+            checks=n_checks(len(explains)),
         )
         causes.append(
             Diagnosis(
@@ -757,9 +763,14 @@ def _own(unexplained: list[CheckResult]) -> list[Diagnosis]:
         if c.id in SELF_CONTAINED:
             title, hint, cites = cause(f"own:{c.id}").words(check=c.id, observed=first_line(c.message), cites=c.cites)
             out.append(
-                Diagnosis(id=f"own:{c.id}", title=title[:160], hint=hint, cites=cites, kind="own", explains=[c.id])
+                Diagnosis(id=f"own:{c.id}", title=_short(title), hint=hint, cites=cites, kind="own", explains=[c.id])
             )
     return out
+
+
+def _short(title: str, limit: int = 160) -> str:
+    """``title`` within ``limit`` characters, cut between two words and said to be cut (issue 53: never mid-word)."""
+    return textwrap.shorten(title, limit, placeholder=" …")
 
 
 def _explained(causes: list[Diagnosis], failing: list[CheckResult]) -> list[Diagnosis]:

@@ -91,6 +91,7 @@ from grader.diagnosis._departure import (
     describe_fit,
     float32_accuracy,
     probe,
+    set_here,
     stages_of,
     traced,
 )
@@ -646,7 +647,7 @@ def walk(
             and (number := _number_made(trace, seen, due, view, tensors, causal)) is not None
         ):
             # the number that had to change (a scale, a fill) was made on another line: ``scale = d_k ** -1``
-            words += f"; `{number.var}` = {number.value:.6g} is set here and used at line {r.line}: `{r.code}`"
+            words += set_here(number.var, number.value, r.line, r.code)
             dropped = replace(r, file=number.file, line=number.line, code=number.code)
             context = trace.context.get(number.file, {})
         elif words.startswith("X used where") and (alias := _alias(trace, r, words, tensors)) is not None:

@@ -445,11 +445,10 @@ def render_html(result: GradeResult, *, show_hidden: bool = False) -> str:
             r=result,
             w=wording,
             checks=checks,
-            problems=[
-                cv
-                for cv in checks
-                if wording.is_problem(cv.check) and not cv.withheld and not wording.stopped_by(result, cv.check)
-            ],  # a check a crash stopped shows the crash once, in the causes
+            # every failing check has its card, as many as the tally counts (a check a crash stopped: a pointer to
+            # the crash, shown once in the causes); a withheld one is counted apart
+            problems=[cv for cv in checks if wording.is_problem(cv.check) and not cv.withheld],
+            withheld_problems=sum(1 for cv in checks if wording.is_problem(cv.check) and cv.withheld),
             tally=wording.tally(result),
             score_line=wording.score_line(result),
             scoring_line=wording.scoring_line(result),

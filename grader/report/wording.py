@@ -181,7 +181,7 @@ def deduction(d: Diagnosis) -> str | None:
         return None
     if d.deduction == 0:
         return "no deduction"
-    return f"−{fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
+    return f"−{_points(d.deduction)}"
 
 
 def price(result: GradeResult, d: Diagnosis) -> str | None:
@@ -190,9 +190,18 @@ def price(result: GradeResult, d: Diagnosis) -> str | None:
     line says how the two counts compare), None when a failing check no cause explains leaves no price."""
     if d.deduction is None:
         return None
-    if result.scoring == "mistakes" or d.deduction == 0:
-        return deduction(d)
-    return f"price {fmt_points(d.deduction)} point{'s' if d.deduction != 1 else ''}"
+    charged = deduction(d) if result.scoring == "mistakes" or d.deduction == 0 else None
+    said = charged or f"price {_points(d.deduction)}"
+    mine = [c for c in result.checks if c.id in d.explains and is_problem(c) and not c.extra_credit]
+    worth = sum(c.max_score - c.score for c in mine)
+    if d.deduction > worth:  # a mistake is priced once, whatever checks show it (here fewer than it breaks)
+        which = "the check it explains" if len(mine) == 1 else f"the {len(mine)} checks it explains"
+        said += f", more than the {_points(worth)} of {which}: a mistake costs its price, whatever checks show it"
+    return said
+
+
+def _points(x: float) -> str:
+    return f"{fmt_points(x)} point{'s' if x != 1 else ''}"
 
 
 def tally(result: GradeResult) -> dict[Status, int]:
@@ -287,23 +296,33 @@ def where_line(d: Diagnosis) -> str | None:
 
 
 def seen_line(d: Diagnosis) -> str | None:
-    """What the grader saw at that line (a departure cause says it in its title already)."""
+    """What the grader saw at that line (a departure cause says it in its title already). Its numbers are the
+    grader's probe's (its widths, its factors), not those of the inputs the checks show: said so."""
     if d.departure is None or d.kind == "departure":
         return None
     stage = STAGE_NAMES.get(d.departure.stage, d.departure.stage)
-    return f"Seen there, where the lecture has {stage}: {d.departure.description}."
+    return f"Seen there on the grader's probe, where the lecture has {stage}: {d.departure.description}."
 
 
-STAGE_NAMES = {
-    "Q": "Q = X W_Q",
-    "K": "K = X W_K",
-    "V": "V = X W_V",
-    "scores": "the scores Q K^T",
-    "scaled": "the scaled scores Q K^T / sqrt(d_k)",
-    "masked": "the masked scores",
-    "weights": "the weights",
-    "out": "the output A V",
+# Each stage of the lecture's computation as a noun: 'the masked scores', and without the article for a caption.
+STAGE_NOUNS = {
+    "Q": "queries Q = X W_Q",
+    "K": "keys K = X W_K",
+    "V": "values V = X W_V",
+    "K^T": "keys transposed, K^T",
+    "scores": "scores Q K^T",
+    "premasked": "masked scores before the scale",
+    "scaled": "scaled scores Q K^T / sqrt(d_k)",
+    "masked": "masked scores",
+    "weights": "weights",
+    "out": "output A V",
 }
+STAGE_NAMES = {stage: f"the {noun}" for stage, noun in STAGE_NOUNS.items()}
+
+
+def stage_caption(stage: str) -> str:
+    """'The lecture's masked scores on the grader's probe': the caption of the stage drawn beside a cause's line."""
+    return f"The lecture's {STAGE_NOUNS.get(stage, stage)} on the grader's probe"
 
 
 def unexplained_line(result: GradeResult) -> str | None:

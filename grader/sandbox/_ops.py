@@ -205,7 +205,9 @@ def _grads(outputs: list[Any], inputs: Tensors, spec: Header, out: Tensors) -> H
         if int(idx) >= len(outputs):  # what the head returned is judged by the caller; no IndexError of ours
             return {"problem": f"it returned {len(outputs)} value{'s' if len(outputs) != 1 else ''}, not {idx} + 1"}
         y, up = outputs[int(idx)], inputs[up_name]
-        if not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point or not y.requires_grad:
+        if not isinstance(y, torch.Tensor):  # what the head returned breaks the contract: the caller says so
+            return {"problem": f"output {idx} is no tensor ({type(y).__name__})"}
+        if not y.dtype.is_floating_point or not y.requires_grad:
             return {"problem": f"output {idx} is not differentiable (no autograd graph)"}
         if y.shape != up.shape:
             return {"problem": f"output {idx} has shape {tuple(y.shape)}, expected {tuple(up.shape)}"}

@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/report.html.j2: do not edit.
-FINGERPRINT = "62ff488aa53a7a8ef2216eb975dc2887887cfb1647f176787b0ca44a07a447a3"
+FINGERPRINT = "f6cfad19c6dd045fcb28ce4126c7264e5d8f307bcf54fc52b7b12b4333c35cb1"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'report.html.j2'
 
@@ -18,6 +18,7 @@ def root(context, missing=missing):
     l_0_scoring_line = resolve('scoring_line')
     l_0_tally = resolve('tally')
     l_0_problems = resolve('problems')
+    l_0_withheld_problems = resolve('withheld_problems')
     l_0_w = resolve('w')
     l_0_sentence = resolve('sentence')
     l_0_checks = resolve('checks')
@@ -200,6 +201,11 @@ def root(context, missing=missing):
         pass
         yield '<a href="#failures">What went wrong ('
         yield escape(t_4((undefined(name='problems') if l_0_problems is missing else l_0_problems)))
+        if (undefined(name='withheld_problems') if l_0_withheld_problems is missing else l_0_withheld_problems):
+            pass
+            yield '; '
+            yield escape((undefined(name='withheld_problems') if l_0_withheld_problems is missing else l_0_withheld_problems))
+            yield ' more hidden'
         yield ')</a>'
     yield '<a href="#visuals">Visualisations</a>\n<a href="#output">Your output</a>\n<a href="#reading">How to read this</a>\n</nav>\n</header>\n\n'
     if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'diagnosis'):
@@ -260,7 +266,7 @@ def root(context, missing=missing):
                 if (environment.getattr(environment.getattr(l_1_d, 'departure'), 'expected') or environment.getattr(environment.getattr(l_1_d, 'departure'), 'produced')):
                     pass
                     yield '<div class="stages">\n'
-                    for (l_2_label, l_2_m) in ((markup_join(("The lecture's ", environment.getattr(environment.getattr(l_1_d, 'departure'), 'stage'), " on the grader's probe", )), environment.getattr(environment.getattr(l_1_d, 'departure'), 'expected')), ('What this line produced', environment.getattr(environment.getattr(l_1_d, 'departure'), 'produced'))):
+                    for (l_2_label, l_2_m) in ((context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'stage_caption'), environment.getattr(environment.getattr(l_1_d, 'departure'), 'stage'), _loop_vars=_loop_vars), environment.getattr(environment.getattr(l_1_d, 'departure'), 'expected')), ('What this line produced', environment.getattr(environment.getattr(l_1_d, 'departure'), 'produced'))):
                         _loop_vars = {}
                         pass
                         if l_2_m:
@@ -393,7 +399,7 @@ def root(context, missing=missing):
         pass
         yield '<section aria-labelledby="failures">\n<h2 id="failures">What went wrong</h2>\n<p class="small muted">Each failing check, on the smallest input that shows the problem. The reproduce command reruns exactly this check on exactly these inputs.</p>\n'
         for l_1_cv in (undefined(name='problems') if l_0_problems is missing else l_0_problems):
-            l_1_c = missing
+            l_1_c = l_1_crash = missing
             _loop_vars = {}
             pass
             l_1_c = environment.getattr(l_1_cv, 'check')
@@ -412,31 +418,45 @@ def root(context, missing=missing):
             yield escape(environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'id'))
             yield '</span> <span class="muted small">· '
             yield escape(environment.getattr(l_1_cv, 'points'))
-            yield ' points</span></h3>\n<div class="cites">Tests '
+            yield ' '
+            yield escape(('point' if (environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'max_score') == 1) else 'points'))
+            yield '</span></h3>\n<div class="cites">Tests '
             yield escape(environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'cites'))
             yield ': '
             yield escape(environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'title'))
-            yield '</div>\n<p class="headline">'
-            yield escape(t_1(environment.getattr(l_1_cv, 'headline')))
-            yield '</p>\n'
-            if environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'causes'):
+            yield '</div>\n'
+            l_1_crash = context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'stopped_by'), (undefined(name='r') if l_0_r is missing else l_0_r), (undefined(name='c') if l_1_c is missing else l_1_c), _loop_vars=_loop_vars)
+            _loop_vars['crash'] = l_1_crash
+            if (undefined(name='crash') if l_1_crash is missing else l_1_crash):
                 pass
-                yield '<p class="small"><a href="#diagnosis">'
-                yield escape(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'pointer'), (undefined(name='r') if l_0_r is missing else l_0_r), (undefined(name='c') if l_1_c is missing else l_1_c), _loop_vars=_loop_vars))
-                yield '</a></p>'
-            for l_2_line in environment.getattr(l_1_cv, 'explanation'):
-                _loop_vars = {}
+                yield '<p class="headline">Could not run: see <a href="#cause-'
+                yield escape(environment.getitem(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'cause_numbers'), (undefined(name='r') if l_0_r is missing else l_0_r), _loop_vars=_loop_vars), (undefined(name='crash') if l_1_crash is missing else l_1_crash)))
+                yield '">cause ('
+                yield escape(environment.getitem(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'cause_numbers'), (undefined(name='r') if l_0_r is missing else l_0_r), _loop_vars=_loop_vars), (undefined(name='crash') if l_1_crash is missing else l_1_crash)))
+                yield ')</a>, shown once above.</p>\n'
+            else:
                 pass
-                yield '<p>'
-                yield escape(t_1(l_2_line))
-                yield '</p>'
-            l_2_line = missing
-            if environment.getattr(l_1_cv, 'comparison'):
-                pass
-                yield '<h4>Expected vs got</h4>\n<pre>'
-                yield escape(t_3(context.eval_ctx, environment.getattr(l_1_cv, 'comparison'), '\n'))
-                yield '</pre>\n'
-            if environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'counterexample'):
+                yield '<p class="headline">'
+                yield escape(t_1(environment.getattr(l_1_cv, 'headline')))
+                yield '</p>\n'
+                if environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'causes'):
+                    pass
+                    yield '<p class="small"><a href="#diagnosis">'
+                    yield escape(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'pointer'), (undefined(name='r') if l_0_r is missing else l_0_r), (undefined(name='c') if l_1_c is missing else l_1_c), _loop_vars=_loop_vars))
+                    yield '</a></p>'
+                for l_2_line in environment.getattr(l_1_cv, 'explanation'):
+                    _loop_vars = {}
+                    pass
+                    yield '<p>'
+                    yield escape(t_1(l_2_line))
+                    yield '</p>'
+                l_2_line = missing
+                if environment.getattr(l_1_cv, 'comparison'):
+                    pass
+                    yield '<h4>Expected vs got</h4>\n<pre>'
+                    yield escape(t_3(context.eval_ctx, environment.getattr(l_1_cv, 'comparison'), '\n'))
+                    yield '</pre>\n'
+            if (environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'counterexample') and (not (undefined(name='crash') if l_1_crash is missing else l_1_crash))):
                 pass
                 yield '<h4>Smallest failing input</h4>\n<div class="cx">'
                 for (l_2_k, l_2_v) in context.call(environment.getattr(environment.getattr(environment.getattr((undefined(name='c') if l_1_c is missing else l_1_c), 'counterexample'), 'shape'), 'items'), _loop_vars=_loop_vars):
@@ -490,7 +510,7 @@ def root(context, missing=missing):
                 yield escape(context.call(environment.getattr((undefined(name='draw') if l_0_draw is missing else l_0_draw), 'legend'), environment.getattr(l_1_cv, 'heatmaps'), _loop_vars=_loop_vars))
                 yield '\n'
             yield '</article>\n'
-        l_1_cv = l_1_c = missing
+        l_1_cv = l_1_c = l_1_crash = missing
         yield '</section>\n'
     yield '\n<section aria-labelledby="visuals">\n<h2 id="visuals">Visualisations</h2>\n<p>Your head on real text and on controlled positional kernels, drawn next to the instructor\'s reference. These cost no points; they show what your functions compute.</p>\n'
     if (undefined(name='visuals_problem') if l_0_visuals_problem is missing else l_0_visuals_problem):
@@ -719,4 +739,4 @@ def root(context, missing=missing):
     yield '</footer>\n</main>\n</body>\n</html>\n'
 
 blocks = {}
-debug_info = '1=84&8=87&10=91&17=99&18=110&26=120&28=122&29=128&31=132&32=137&34=148&37=170&38=172&39=175&40=187&41=195&45=197&52=203&55=206&56=209&57=215&58=219&59=221&60=229&61=232&62=234&64=237&67=251&68=253&69=258&71=261&72=264&73=267&74=269&81=286&82=288&83=290&86=297&87=302&91=308&92=311&101=320&102=325&103=328&104=330&105=336&106=344&107=346&109=349&111=354&112=356&113=359&114=379&124=390&128=393&129=397&130=400&131=404&132=414&133=418&134=420&135=425&136=432&138=435&140=437&142=440&144=463&146=466&148=468&149=475&150=478&152=482&154=488&164=494&165=499&166=502&167=504&168=511&169=513&171=517&173=527&174=533&175=539&176=542&178=553&180=555&182=558&184=560&186=564&187=566&188=572&189=578&193=593&194=607&196=609&197=611&199=615&200=621&207=627&212=633&213=637&214=649&225=660&226=662&233=671&237=685&239=689&240=694&241=706'
+debug_info = '1=85&8=88&10=92&17=100&18=111&26=121&28=123&29=129&31=133&32=138&34=149&37=171&38=173&39=176&40=188&41=196&45=198&52=209&55=212&56=215&57=221&58=225&59=227&60=235&61=238&62=240&64=243&67=257&68=259&69=264&71=267&72=270&73=273&74=275&81=292&82=294&83=296&86=303&87=308&91=314&92=317&101=326&102=331&103=334&104=336&105=342&106=350&107=352&109=355&111=360&112=362&113=365&114=385&124=396&128=399&129=403&130=406&131=410&132=422&133=426&134=428&135=431&137=438&138=440&139=445&140=452&142=455&145=457&147=460&149=483&151=486&153=488&154=495&155=498&157=502&159=508&169=514&170=519&171=522&172=524&173=531&174=533&176=537&178=547&179=553&180=559&181=562&183=573&185=575&187=578&189=580&191=584&192=586&193=592&194=598&198=613&199=627&201=629&202=631&204=635&205=641&212=647&217=653&218=657&219=669&230=680&231=682&238=691&242=705&244=709&245=714&246=726'
