@@ -220,3 +220,29 @@ def test_the_kits_cuda_baseline_is_the_lecture_formula(
     folder = write_head(source)
     full, ours = (grade(folder, rubric, pool=pool, oracle=o, only=["fused_kernel_cuda"]) for o in (live, kit))
     assert full.checks[0].status == ours.checks[0].status == ("passed" if head == "reference" else "failed")
+
+
+def test_the_install_note_makes_a_virtual_environment_on_every_os() -> None:
+    """Issue 53.11: INSTALL.md gives the venv commands of macOS and Linux as well as Windows', says where
+    attention_head.py comes from (``grade init``), and explains the CI workflow's kit URL."""
+    from grader.kit import install_note
+
+    note = install_note("step4_grader_student-0.1.0-py3-none-any.whl")
+    assert "python3 -m venv .venv" in note and "source .venv/bin/activate" in note
+    assert "py -m venv .venv" in note and ".venv\\Scripts\\activate" in note
+    assert "grade init" in note
+    assert "STUDENT_KIT_URL" in note
+
+
+def test_the_kits_template_workflow_gets_the_kits_url() -> None:
+    """Issue 53.11: ``grade student-kit --url`` puts the wheel's address in the template's CI workflow the kit
+    bundles; a folder's address gets the wheel's name; a kit built without one keeps the placeholder."""
+    from grader.kit import PLACEHOLDER_URL, workflow_with_url
+
+    root = reference_path().parents[1] / "student_template"
+    text = (root / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
+    assert PLACEHOLDER_URL in text
+    wheel = "step4_grader_student-0.1.0-py3-none-any.whl"
+    filled = workflow_with_url(text, "https://course.example/step4/", wheel)
+    assert f'STUDENT_KIT_URL: "https://course.example/step4/{wheel}"' in filled and PLACEHOLDER_URL not in filled
+    assert workflow_with_url(text, f"https://x.example/{wheel}", wheel).count(f"https://x.example/{wheel}") == 1

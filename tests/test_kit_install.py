@@ -167,7 +167,7 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
 
     # The instructor's commands are neither offered nor run by the kit (issue 36.10): each says where it lives.
     offered = " ".join(_run([grade, "--help"], tmp_path).stdout.split())
-    assert "Other commands: grade schema (each with --help)." in offered
+    assert "Other commands: grade init | grade schema (each with --help)." in offered
     instructors: list[list[str | Path]] = [
         ["student-kit", "--out", tmp_path / "again"],
         ["gradescope-bundle", "--out", tmp_path / "a.zip"],
