@@ -157,7 +157,9 @@ class Step4:
         sentence = wording.causes_sentence(self.result)
         failed = wording.diagnosis_error_line(self.result)  # the grader's own error is never silent (issue 35)
         proven = wording.diagnosis_complete_line(self.result)  # the diagnosis's proof (issue 35)
-        for line in (sentence, proven, failed, wording.scoring_line(self.result), wording.score_line(self.result)):
+        pending = wording.pending_line(self.result)  # points the kit cannot grade (issue 53.1)
+        lines = (sentence, proven, failed, pending, wording.scoring_line(self.result), wording.score_line(self.result))
+        for line in lines:
             if line:
                 terminalreporter.write_line(line)
 

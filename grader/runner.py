@@ -25,7 +25,7 @@ from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, begin, judged
 from grader.checks._exercises import stats_seed
-from grader.checks._student_tests import suite_files
+from grader.checks._student_tests import suite_files, uncovered
 from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
@@ -154,6 +154,7 @@ def grade(
                 return run_check(CHECKS[cid], ctx, rubric.checks[cid], rerun)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
+            results = [uncovered(r, results) if r.id == "student_tests" else r for r in results]
             mark("checks done")
             exam = _examine(results, head, ref, rubric, seed)
             mark("diagnosis done")
@@ -418,11 +419,12 @@ def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric
     that fails something (about 50 ms of the grader's CPU that a passing head never needs, issue 37). ``examine``
     never raises: the grader's own exception in one of its passes is recorded in ``Examination.error`` (then
     ``GradeResult.diagnosis_error``, shown on every surface) and the other passes keep their causes (issue 35)."""
-    if not any(r.status in FAILING for r in results):
+    graded = [r for r in results if r.pending is None]  # a check this edition does not grade has no cause here
+    if not any(r.status in FAILING for r in graded):
         return None
     from grader.diagnosis import examine
 
-    return examine(results, head, ref, rubric, seed)
+    return examine(graded, head, ref, rubric, seed)
 
 
 def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:
@@ -530,15 +532,15 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
     if v.status in FAILING:
         if v.counterexample is not None:
             message += f"\nSmallest failing input: {v.counterexample.describe()}"
-        reproduce = rerun(spec.id, ctx.base_seed)
+        reproduce = v.reproduce or rerun(spec.id, ctx.base_seed)
         message += f"\nReproduce: {reproduce}"
     return CheckResult(
         id=spec.id,
         title=spec.title,
         cites=spec.cites,
         status=v.status,
-        score=round(rc.points * fraction, 6) if v.counted else 0.0,
-        max_score=rc.points if v.counted else 0.0,
+        score=round(rc.points * fraction, 6) if v.pending is None else 0.0,
+        max_score=rc.points,
         extra_credit=rc.extra_credit,
         visibility=rc.visibility,
         message=message,
@@ -548,4 +550,6 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         duration_s=round(duration, 3),
         heatmaps=v.heatmaps,
         notes=v.notes,
+        pending=v.pending,
+        own_tests=v.own_tests,
     )

@@ -108,14 +108,29 @@ def test_the_kits_rubric_keeps_every_price_of_a_cause_the_kit_names() -> None:
 
 
 def test_the_kit_gives_a_correct_head_full_marks(kit: SnapshotOracle, rubric: Rubric, pool: WorkerPool) -> None:
+    """Every check the kit grades passes; the score is out of the course's total, student_tests's points shown as
+    pending with their reason (issue 53.1), and the tests ran on the head and on mutations of it."""
+    from grader.report import wording
+
     result = grade(reference_path().parent, rubric, pool=pool, oracle=kit)
-    counted = [c for c in result.checks if c.max_score > 0 and not c.extra_credit]
+    counted = [c for c in result.checks if c.max_score > 0 and not c.extra_credit and c.pending is None]
     assert all(c.status == "passed" for c in counted), {c.id: c.message for c in counted if c.status != "passed"}
     tests = next(c for c in result.checks if c.id == "student_tests")
-    assert tests.status == "skipped" and tests.max_score == 0 and tests.score == 0
-    assert "pass on your own head" in tests.message and any("graded when you submit" in n for n in tests.notes)
-    assert result.score == result.max_score + sum(c.score for c in result.checks if c.extra_credit)
-    assert result.max_score == sum(rc.points for cid, rc in rubric.checks.items() if not rc.extra_credit) - 9
+    assert tests.status == "passed" and tests.max_score == 9 and tests.score == 0 and tests.pending
+    assert "pass on your own head" in tests.message
+    own = tests.own_tests
+    assert own is not None and own.passed > 0 and own.failed == 0 and own.failing == []
+    assert own.mutants > 0 and own.caught + len(own.survived) == own.mutants, own
+    assert f"catch {own.caught} of {own.mutants} mutations of your head" in tests.message
+    total = sum(rc.points for rc in rubric.checks.values() if not rc.extra_credit)
+    assert result.max_score == total == 100
+    assert result.score == total - 9 + sum(c.score for c in result.checks if c.extra_credit)
+    assert result.pending_points == 9
+    line = wording.score_line(result)
+    assert line.startswith(f"Score: {result.score:g} / 100 ("), line
+    assert "9 points pending" in line
+    said = wording.pending_line(result)
+    assert said is not None and said.startswith("Pending, 9 points: student_tests is graded when you submit"), said
     assert any("student kit" in n for n in result.notes)
     match = next(c for c in result.checks if c.id == "reference_match")
     assert any("another seed moves only the property checks" in n for n in match.notes)

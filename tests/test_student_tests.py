@@ -485,10 +485,19 @@ def test_the_kit_counts_the_templates_skips_as_skips(tmp_path: Path, rubric: Rub
     d = submission(tmp_path)
     shutil.copy(TEMPLATE, d / TEMPLATE.name)
     verdict = own_head_suite(d, reference_path().read_text(), rubric, pool=suite_pool)
-    assert verdict.message.splitlines() == [
-        "Your tests pass on your own head: 1 passed, 7 skipped.",
-        "The 7 skipped tests check nothing: replace each pytest.skip(...) with a real test.",
-    ]
+    lines = verdict.message.splitlines()
+    assert lines[0] == "Your tests pass on your own head: 1 passed, 7 skipped."
+    assert lines[-1] == "The 7 skipped tests check nothing: replace each pytest.skip(...) with a real test."
+    assert verdict.status == "passed" and verdict.pending  # issue 53.1: graded on submission, pending here
+    own = verdict.own_tests
+    assert own is not None and (own.passed, own.failed, own.skipped) == (1, 0, 7)
+    # issue 53.1: the one real test (rows in the simplex) catches the mutants that break the rows or crash, and
+    # misses the scale, the causal branch and the diagonal of the mask, each named at its line of the head
+    assert own.mutants == 8 and own.caught == 5, own
+    survived = {(m.before, m.after) for m in own.survived}
+    assert ("causal", "not causal") in survived
+    assert lines[1].startswith("Mutation testing: your tests catch 5 of 8 mutations of your head")
+    assert any(ln.startswith("- attention_head.py:49: causal  ->  not causal") for ln in lines), lines
 
 
 def test_the_kit_counts_every_failure_and_shows_the_first(
@@ -499,10 +508,11 @@ def test_the_kit_counts_every_failure_and_shows_the_first(
     (d / TEMPLATE.name).write_text(TEMPLATE.read_text() + TWO_FAILING)
     verdict = own_head_suite(d, reference_path().read_text(), rubric, pool=suite_pool)
     line = len(TEMPLATE.read_text().splitlines()) + 6
+    assert verdict.status == "failed" and verdict.pending  # issue 53.9: failing, not a grey skip; 53.1: pending
+    assert verdict.reproduce == "pytest test_attention_head.py::test_row_zero_sees_key_one"  # issue 53.9
     assert verdict.message.splitlines()[:6] == [
         "Your test test_attention_head.py::test_row_zero_sees_key_one fails on your own head (2 failed, 1 passed, "
-        "7 skipped; the first failure is shown): either the head or the test is wrong; the other checks tell "
-        "which property the head breaks.",
+        "7 skipped; the first failure is shown):",
         f"  test_attention_head.py, line {line}, in test_row_zero_sees_key_one",
         '    assert weights[0, 0, 1] == 1, "first line\\nsecond line"',  # the student's own source, as written
         "  AssertionError: first line",

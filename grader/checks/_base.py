@@ -18,7 +18,7 @@ import torch
 
 from grader.head import Head, HeadCall, NonFinite, StudentFailure, compared_non_finite
 from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
-from grader.models import Counterexample, Heatmap
+from grader.models import Counterexample, Heatmap, OwnTests
 from grader.oracle import Oracle
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
@@ -70,7 +70,9 @@ class Verdict:
     heatmaps: list[Heatmap] = field(default_factory=list)
     fraction: float | None = None  # partial credit in [0, 1]; None means all or nothing
     notes: list[str] = field(default_factory=list)
-    counted: bool = True  # False: not graded in this edition (the student kit's own-head test run): 0 of 0 points
+    pending: str | None = None  # why its points are not graded in this edition (the student kit's student_tests)
+    own_tests: OwnTests | None = None  # the student's tests on their own head and its mutations (the student kit)
+    reproduce: str | None = None  # the line that reruns what failed, when it is not `grade --only` (a pytest command)
 
 
 def passed(message: str, **kw: object) -> Verdict:

@@ -171,8 +171,8 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
             number = wording.cause_numbers(result)[crash]
             pointer = f"Could not run: see cause ({number}) above. {COMMAND}{check.reproduce}"
             _indented(console, Text(pointer), table=table)
-        elif wording.is_problem(check) or check.status == "skipped":
-            style = "" if wording.is_problem(check) else "dim"
+        elif wording.is_problem(check) or check.status == "skipped" or check.pending is not None:
+            style = "" if wording.is_problem(check) or check.pending is not None else "dim"
             for line in check.message.splitlines():  # line by line: a multi-line Text pads every line to the longest
                 _indented(console, Text(line, style), table=table)
             if wording.pointer(result, check):
@@ -182,6 +182,9 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
     failed = wording.diagnosis_error_line(result)
     if failed:  # the grader's own error is never silent (issue 35)
         _line(console, Text(failed, "bold red"), table=table)
+    pending = wording.pending_line(result)
+    if pending:  # the points this edition cannot grade, and why (issue 53.1)
+        _line(console, Text(pending, "bold"), table=table)
     counted = wording.scoring_line(result)
     if counted:  # just above the score line, which stays last (tools and --watch read it)
         _line(console, Text(counted, "bold" if result.scoring == "mistakes" else "dim"), table=table)

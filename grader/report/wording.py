@@ -69,7 +69,9 @@ def fmt_points(x: float) -> str:
 
 
 def points(check: CheckResult) -> str:
-    """'8 / 8', '0 / 15', or '+2 extra' style for extra credit."""
+    """'8 / 8', '0 / 15', '+2 / 3 extra' for extra credit, 'pending / 9' for points graded on submission."""
+    if check.pending is not None:
+        return f"pending / {fmt_points(check.max_score)}"
     if check.extra_credit:
         return f"+{fmt_points(check.score)} / {fmt_points(check.max_score)} extra"
     return f"{fmt_points(check.score)} / {fmt_points(check.max_score)}"
@@ -113,6 +115,8 @@ def score_line(result: GradeResult) -> str:
     text = f"Score: {fmt_points(result.score)} / {fmt_points(result.max_score)} ({result.percent:.1f}%)"
     if extra:
         text += f", including {fmt_points(extra)} extra credit"
+    if result.pending_points:
+        text += f"; {fmt_points(result.pending_points)} points pending"
     counts = tally(result)
     parts = [f"{n} {STATUS_LABEL[s].lower()}" for s, n in counts.items() if n]
     return f"{text} — {', '.join(parts)}" if parts else text
@@ -130,6 +134,17 @@ def scoring_line(result: GradeResult) -> str | None:
             f"{fmt_points(by_checks)} / {fmt_points(result.max_score)})."
         )
     return None
+
+
+def pending_line(result: GradeResult) -> str | None:
+    """'Pending, 9 points: student_tests is graded when you submit: ...' (each check this edition cannot grade, with
+    its reason), or None. Printed above the score line, which counts these points in its total, never in its score."""
+    said = [
+        f"Pending, {fmt_points(c.max_score)} point{'s' if c.max_score != 1 else ''}: {c.pending}"
+        for c in result.checks
+        if c.pending is not None and c.max_score and not c.extra_credit
+    ]
+    return " ".join(said) or None
 
 
 def diagnosis_error_line(result: GradeResult) -> str | None:
@@ -301,7 +316,7 @@ STAGE_NAMES = {
 
 def unexplained_line(result: GradeResult) -> str | None:
     """The failing checks no cause explains, said plainly: no named cause and no departure was found."""
-    left = [c.id for c in result.checks if c.status in FAILING and not c.causes]
+    left = [c.id for c in result.checks if c.status in FAILING and not c.causes and c.pending is None]
     if not left:
         return None
     return (

@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/report.html.j2: do not edit.
-FINGERPRINT = "62ff488aa53a7a8ef2216eb975dc2887887cfb1647f176787b0ca44a07a447a3"
+FINGERPRINT = "467be9124e344affcc3b0f4b9200856481db5e52cbbe2c627bc1d2fa88fcec83"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'report.html.j2'
 
@@ -15,6 +15,7 @@ def root(context, missing=missing):
     l_0_diverging = resolve('diverging')
     l_0_percent = resolve('percent')
     l_0_diagnosis_error_line = resolve('diagnosis_error_line')
+    l_0_pending_line = resolve('pending_line')
     l_0_scoring_line = resolve('scoring_line')
     l_0_tally = resolve('tally')
     l_0_problems = resolve('problems')
@@ -126,7 +127,13 @@ def root(context, missing=missing):
     yield escape(t_7(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'max_score')))
     yield ' points ('
     yield escape(('%.1f' % (undefined(name='percent') if l_0_percent is missing else l_0_percent)))
-    yield '%)</small></div>\n<div class="bar" role="img" aria-label="'
+    yield '%)'
+    if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pending_points'):
+        pass
+        yield ', '
+        yield escape(t_7(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pending_points')))
+        yield ' pending'
+    yield '</small></div>\n<div class="bar" role="img" aria-label="'
     yield escape(('%.1f' % (undefined(name='percent') if l_0_percent is missing else l_0_percent)))
     yield ' percent"><span style="width:'
     yield escape(('%.1f' % t_6(environment, [(undefined(name='percent') if l_0_percent is missing else l_0_percent), 100])))
@@ -135,6 +142,11 @@ def root(context, missing=missing):
         pass
         yield '<p class="diagnosis-error" role="alert"><strong>'
         yield escape((undefined(name='diagnosis_error_line') if l_0_diagnosis_error_line is missing else l_0_diagnosis_error_line))
+        yield '</strong></p>'
+    if (undefined(name='pending_line') if l_0_pending_line is missing else l_0_pending_line):
+        pass
+        yield '<p class="small pending"><strong>'
+        yield escape((undefined(name='pending_line') if l_0_pending_line is missing else l_0_pending_line))
         yield '</strong></p>'
     if (undefined(name='scoring_line') if l_0_scoring_line is missing else l_0_scoring_line):
         pass
@@ -719,4 +731,4 @@ def root(context, missing=missing):
     yield '</footer>\n</main>\n</body>\n</html>\n'
 
 blocks = {}
-debug_info = '1=84&8=87&10=91&17=99&18=110&26=120&28=122&29=128&31=132&32=137&34=148&37=170&38=172&39=175&40=187&41=195&45=197&52=203&55=206&56=209&57=215&58=219&59=221&60=229&61=232&62=234&64=237&67=251&68=253&69=258&71=261&72=264&73=267&74=269&81=286&82=288&83=290&86=297&87=302&91=308&92=311&101=320&102=325&103=328&104=330&105=336&106=344&107=346&109=349&111=354&112=356&113=359&114=379&124=390&128=393&129=397&130=400&131=404&132=414&133=418&134=420&135=425&136=432&138=435&140=437&142=440&144=463&146=466&148=468&149=475&150=478&152=482&154=488&164=494&165=499&166=502&167=504&168=511&169=513&171=517&173=527&174=533&175=539&176=542&178=553&180=555&182=558&184=560&186=564&187=566&188=572&189=578&193=593&194=607&196=609&197=611&199=615&200=621&207=627&212=633&213=637&214=649&225=660&226=662&233=671&237=685&239=689&240=694&241=706'
+debug_info = '1=85&8=88&10=92&17=100&18=111&26=121&28=123&29=135&31=139&32=144&33=149&35=160&38=182&39=184&40=187&41=199&42=207&46=209&53=215&56=218&57=221&58=227&59=231&60=233&61=241&62=244&63=246&65=249&68=263&69=265&70=270&72=273&73=276&74=279&75=281&82=298&83=300&84=302&87=309&88=314&92=320&93=323&102=332&103=337&104=340&105=342&106=348&107=356&108=358&110=361&112=366&113=368&114=371&115=391&125=402&129=405&130=409&131=412&132=416&133=426&134=430&135=432&136=437&137=444&139=447&141=449&143=452&145=475&147=478&149=480&150=487&151=490&153=494&155=500&165=506&166=511&167=514&168=516&169=523&170=525&172=529&174=539&175=545&176=551&177=554&179=565&181=567&183=570&185=572&187=576&188=578&189=584&190=590&194=605&195=619&197=621&198=623&200=627&201=633&208=639&213=645&214=649&215=661&226=672&227=674&234=683&238=697&240=701&241=706&242=718'
