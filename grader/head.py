@@ -510,6 +510,15 @@ class Head:
                 values[key] = float(reply.tensors[item["name"]].double())
         return values
 
+    def statistics_global_rng(self, d_k: int, *, T: int, n_samples: int, seed: int) -> list[str]:
+        """Which global generators (torch, numpy, random) ``score_scale_statistics`` seeded or drew from in one
+        call (the README forbids them: the samples come from ``torch.Generator().manual_seed(seed)``)."""
+        fn = "score_scale_statistics"
+        kwargs = {"T": {"v": T}, "n_samples": {"v": n_samples}, "seed": {"v": seed}}
+        reply = self._call(fn, [{"v": d_k}], {}, kwargs=kwargs, watch_rng=True)
+        found = reply.header.get("global_rng")
+        return [str(g) for g in found if g in ("torch", "numpy", "random")] if isinstance(found, list) else []
+
     # -- optional extensions and speed (Section 8, Aside 8.1, Section 8.1) ---------------------------
 
     def _extension_request(
@@ -593,8 +602,36 @@ class Head:
         params = {"fn": fn, "rounds": rounds, "budget_s": budget_s, "baseline_repeats": baseline_repeats}
         params["device"] = device
         h = self._request("time_head", params, case.tensors(), fn="causal_self_attention").header
+        self._timed_returned(h.get("returned"), case)  # a call that computed nothing was not timed (issue 53.2)
         clocks = ("student_s", "baseline_s", "student_cpu_s", "baseline_cpu_s")
         return Timing(*([float(t) for t in h[k]] for k in clocks))
+
+    @staticmethod
+    def _timed_returned(returned: Any, case: Case) -> None:
+        """Raise the contract's StudentFailure when the timed calls did not return (out, weights) of the case's
+        shapes: the same words an ordinary call's breach gets (:meth:`_items`, :meth:`_expect`)."""
+        fn = "causal_self_attention"
+        if not isinstance(returned, dict):
+            raise StudentFailure("failed", f"`{fn}` returned nothing the grader could read while it was timed")
+        kind, items = returned.get("kind"), returned.get("items") or []
+        if kind not in ("tuple", "list") or returned.get("length") != 2:
+            got = (
+                items[0].get("type", "?")
+                if kind == "single" and items
+                else f"a {kind} of {returned.get('length')} values"
+            )
+            got = "None" if got == "NoneType" else got
+            raise StudentFailure("failed", f"`{fn}` must return a tuple of 2 tensors; it returned {got}")
+        B, T, d_v = case.shape.B, case.shape.T, case.shape.d_v
+        for k, (item, want) in enumerate(zip(items, ((B, T, d_v), (B, T, T)), strict=True)):
+            if item.get("type") != "tensor":
+                raise StudentFailure("failed", f"`{fn}` returned {item.get('type')} at position {k}")
+            if tuple(item.get("shape", ())) != want:
+                raise StudentFailure(
+                    "failed",
+                    f"{('out', 'weights')[k]} from `{fn}` has shape {_fmt_shape(tuple(item['shape']))}, expected "
+                    f"{_fmt_shape(want)}",
+                )
 
     # -- appended: unjudged probes, for naming a known bug (grader/diagnosis.py) ----------------------
 
