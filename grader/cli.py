@@ -231,7 +231,7 @@ def _grade(args: argparse.Namespace) -> int:
         mark("graded")
         _write_outputs(result, args.json, args.html, args.junit)
         mark("files written")
-        _print(result, quiet=args.quiet)
+        _print(result, quiet=args.quiet, report=_report_path(args))
         mark("printed")
     mark("worker pool closed")
     if args.fail_under is not None and result.percent < args.fail_under:
@@ -249,7 +249,7 @@ def _watch(args: argparse.Namespace, grade_once: Callable[[], GradeResult], pool
 
     def show(before: GradeResult | None, result: GradeResult) -> None:
         _write_outputs(result, args.json, args.html, args.junit)
-        _print(result, quiet=args.quiet)
+        _print(result, quiet=args.quiet, report=_report_path(args))
         Console(stderr=False, highlight=False).print(Text(change_line(before, result), "dim"), soft_wrap=True)
 
     err = Console(stderr=True, highlight=False)
@@ -316,7 +316,7 @@ def _write_outputs(
         write_atomic(html_path, render_html(result))
 
 
-def _print(result: GradeResult, *, quiet: bool) -> None:
+def _print(result: GradeResult, *, quiet: bool, report: Path | None = None) -> None:
     from grader.report.terminal import render_terminal, summary_console
 
     console = summary_console()
@@ -324,7 +324,12 @@ def _print(result: GradeResult, *, quiet: bool) -> None:
     if quiet:
         console.print(f"{result.score:g} / {result.max_score:g}")
     else:
-        render_terminal(result, console)
+        render_terminal(result, console, report=None if report is None else str(report))
+
+
+def _report_path(args: argparse.Namespace) -> Path | None:
+    """The HTML report a run writes (--html, or beside --json), or None."""
+    return args.html if args.html is not None else args.json.with_suffix(".html") if args.json is not None else None
 
 
 TEMPLATE_FILES = ("attention_head.py", "test_attention_head.py", "README.md", ".github/workflows/grade.yml")

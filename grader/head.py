@@ -9,6 +9,7 @@ therefore read like mathematics and never see the sandbox.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -230,6 +231,7 @@ class Head:
         # a hang costs only its own function's checks: no second call on an input at least as large,
         # and each function spends only its share of the submission's time budget
         self.hangs = HangRegistry()
+        self.memory_hit: list[int | None] = []  # allocations the memory cap refused (bytes, when said); shared
         # an in-process stand-in for the sandbox (benchmarks/grade_bench.py) has no limits: the defaults apply
         self._limits: SandboxLimits = getattr(sandbox, "limits", None) or SandboxLimits()
         self._shares = TimeShares(self._limits)
@@ -241,6 +243,7 @@ class Head:
         and the functions' time shares; its seed, check and restart are its own."""
         other = Head(sandbox, self._entry, self._unavailable, self._provided)
         other._found, other.hangs, other._shares = self._found, self.hangs, self._shares
+        other.memory_hit = self.memory_hit
         other.syntax_error = self.syntax_error
         return other
 
@@ -282,6 +285,9 @@ class Head:
             else:
                 message = f"`{actual}` did not finish within {timeout:g} s{on}; the worker was stopped"
             return replace(reply, message=message)
+        if _out_of_memory(reply):  # the cap refused an allocation: said with the cap where the student looks
+            tried = _TRIED.search(reply.message)
+            self.memory_hit.append(int(tried.group(1)) if tried else None)
         if reply.status == "budget" and fn is not None:
             return replace(reply, message=f"{reply.message} (calling `{actual}`{on})")
         if reply.status == "import_error" and self.syntax_error and reply.header.get("exc_type") in _SYNTAX:
@@ -776,6 +782,18 @@ def _as_dtype(t: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
 
 
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
+
+
+# An allocation the memory cap refused: Python's MemoryError, torch's CPU allocator (Linux and macOS: "can't allocate
+# memory", Windows: "not enough memory"), or the sandbox's own watchdog ("memory limit (N MiB) exceeded").
+_ALLOCATION = re.compile(r"can't allocate memory|not enough memory|memory limit \(\d+ MiB\) exceeded")
+_TRIED = re.compile(r"you tried to allocate (\d+) bytes")
+
+
+def _out_of_memory(reply: Reply) -> bool:
+    if reply.status not in ("error", "crash"):
+        return False
+    return reply.header.get("exc_type") == "MemoryError" or _ALLOCATION.search(reply.message) is not None
 
 
 def _judged(reply: Reply) -> Reply:

@@ -268,6 +268,16 @@ class CheckResult(_Strict):
     )
 
 
+class LimitHit(_Strict):
+    """A limit of the sandbox the submission ran into (issue 53.7): said where the student looks, with the cap."""
+
+    limit: Literal["memory"] = Field(description="Which limit: 'memory' (the rubric's limits.memory_mb).")
+    cap_mb: int = Field(description="The cap, in MiB.")
+    tried_bytes: int | None = Field(
+        default=None, description="The largest allocation that failed, in bytes, when the error said it."
+    )
+
+
 class StudentOutput(_Strict):
     """What the submission printed, capped."""
 
@@ -304,6 +314,9 @@ class GradeResult(_Strict):
     )
     devices: list[str] = Field(default_factory=list, description="Devices the checks ran on.")
     output: StudentOutput = Field(default_factory=StudentOutput, description="What the submission printed.")
+    limits_hit: list[LimitHit] = Field(
+        default_factory=list, description="Limits of the sandbox the submission ran into (its calls failed there)."
+    )
     diagnosis: list[Diagnosis] = Field(
         default_factory=list, description="Root causes of the failing checks, most checks explained first."
     )

@@ -30,7 +30,7 @@ from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, LimitHit, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -94,6 +94,7 @@ def grade(
     tests_beside: bool = True,
     prepared: Prepared | None = None,
     sandbox: Sandbox | None = None,
+    own_run: object | None = None,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -113,6 +114,8 @@ def grade(
     ``prepared`` and ``sandbox``: the submission already prepared (:func:`grader.submission.prepare`, as here)
     and a sandbox on it, its worker perhaps launched (a cold grade starts them before it imports torch); the
     grade closes that sandbox as its own, and the caller removes the prepared copy.
+    ``own_run``: the student's tests as a pytest session already ran them on the head (``pytest --step4``): the kit's
+    student_tests takes it instead of running them again (:func:`grader.checks._student_tests.session_run`).
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
@@ -151,6 +154,7 @@ def grade(
                 ctx = Ctx(
                     on, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
                 )
+                ctx.own_run = own_run
                 return run_check(CHECKS[cid], ctx, rubric.checks[cid], rerun)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
@@ -171,6 +175,7 @@ def grade(
             mark("pictures done")
             protections = list(sandbox.protections)
             absent = sandbox.absent_protections
+            limits_hit = _limits_hit(head, rubric)
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
@@ -194,11 +199,20 @@ def grade(
         absent_protections=absent,
         devices=[device],
         output=output,
+        limits_hit=limits_hit,
         rubric=rubric.name,
         duration_s=round(time.perf_counter() - started, 3),
         notes=sub.notes + ([KIT_NOTE] if ref.edition == "student" else []),
         visuals=pictures,
     )
+
+
+def _limits_hit(head: Head, rubric: Rubric) -> list[LimitHit]:
+    """The sandbox's limits the head ran into (issue 53.7): the memory cap, with the largest allocation refused."""
+    if not head.memory_hit:
+        return []
+    tried = [b for b in head.memory_hit if b is not None]
+    return [LimitHit(limit="memory", cap_mb=rubric.limits.memory_mb, tried_bytes=max(tried) if tried else None)]
 
 
 RunOne = Callable[[str, Head], CheckResult]

@@ -101,6 +101,7 @@ class Ctx:
     submission_dir: Path | None = None  # the prepared submission folder (its test files), never imported
     pool: WorkerPool | None = None  # workers for checks that need sandboxes of their own (student tests)
     memo: dict[str, object] = field(default_factory=dict)  # shared by the checks of one grading (measurements)
+    own_run: object | None = None  # the student's tests as a pytest session ran them (pytest --step4), or None
     # bitwise comparisons made by :meth:`same`: how many, how many compared a finite number, and the first case
     # where one compared none (issue 30: an invariance seen only on NaN was not observed)
     compared: int = 0

@@ -490,11 +490,19 @@ def _excerpt(text: str) -> str:
             shown += [said] if said else []
         else:
             shown.append("  " + line.strip())
-    shown = [SANDBOX_PATH.sub("", line)[:EXCERPT_WIDTH] for line in shown]
+    shown = [_within(SANDBOX_PATH.sub("", line)) for line in shown]
     if len(shown) > EXCERPT_LINES:
         rest = len(shown) - EXCERPT_LINES + 1
         shown = [*shown[: EXCERPT_LINES - 1], f"... ({rest} more lines: run pytest on this test to see them)"]
     return "\n".join(shown)
+
+
+def _within(line: str) -> str:
+    """A line of at most ``EXCERPT_WIDTH`` characters, cut at a space (never inside a token) and marked."""
+    if len(line) <= EXCERPT_WIDTH:
+        return line
+    cut = line.rfind(" ", 0, EXCERPT_WIDTH - 2)
+    return line[: cut if cut > EXCERPT_WIDTH // 2 else EXCERPT_WIDTH - 2].rstrip() + " …"
 
 
 _SHORTENED = re.compile(r"\n?\[(?:\+\d+ more lines?|truncated); full report in element text\]$")
@@ -814,7 +822,8 @@ def student_tests(ctx: Ctx) -> Verdict:
     if ctx.submission_dir is None:
         return skipped("This grading run has no submission folder, so your tests could not be run.")
     if ctx.ref.module is None:  # the student kit: no correct head and no known bugs to run the suite on
-        return own_head_suite(ctx.submission_dir, ctx.source, ctx.rubric, pool=ctx.pool)
+        ran = ctx.own_run if isinstance(ctx.own_run, Run) else None
+        return own_head_suite(ctx.submission_dir, ctx.source, ctx.rubric, pool=ctx.pool, ran=ran)
     return grade_suite(ctx.submission_dir, ctx.rubric, pool=ctx.pool)
 
 
@@ -825,9 +834,12 @@ PENDING = (
 )
 
 
-def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: WorkerPool | None = None) -> Verdict:
+def own_head_suite(
+    submission_dir: Path, head: str, rubric: Rubric, *, pool: WorkerPool | None = None, ran: Run | None = None
+) -> Verdict:
     """The student kit's student_tests: the suite on the student's own head, then on mutations of it (see
-    grader/checks/_mutants.py); its points are pending (graded on submission), its status what the kit saw."""
+    grader/checks/_mutants.py); its points are pending (graded on submission), its status what the kit saw.
+    ``ran``: the suite as a pytest session already ran it on this head (``pytest --step4``), not run again."""
     entry, limits = rubric.entry_points, rubric.limits
     files, notes = suite_files(submission_dir, entry.module)
     tests = [n for n in files if is_test_file(n)]
@@ -835,7 +847,7 @@ def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: Wor
         return Verdict("skipped", NO_TESTS, notes=notes, pending=PENDING)
     shown = shown_names(submission_dir, files)
     with _pool_for(pool, limits, 1) as (active, _):
-        run = run_suite(files, head, limits, active, entry.module, exitfirst=False)
+        run = ran or run_suite(files, head, limits, active, entry.module, exitfirst=False)
         tally = Tally.of(run.cases)
         failing = [shown_id(c.id, shown) for c in run.failures]
         asserts = _docstring(files, run.failures[0].id) if run.failures else ""
@@ -856,6 +868,25 @@ def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: Wor
     if run.failures:
         verdict.reproduce = "pytest " + " ".join(shlex.quote(t) for t in failing[:1])
     return verdict
+
+
+def session_run(seen: dict[str, tuple[str, str]]) -> Run:
+    """A pytest session's run of the student's tests (node id -> outcome, pytest's failure text) as a :class:`Run`:
+    what ``pytest --step4`` saw, which the kit's student_tests then takes (the tests are not run twice)."""
+    cases = [
+        Reported(node, outcome, text.strip().splitlines()[-1] if text.strip() else "", excerpt=_tail(text))  # type: ignore[arg-type]
+        for node, (outcome, text) in seen.items()
+    ]
+    bad = any(c.outcome in ("failed", "error") for c in cases)
+    ran = any(c.outcome == "passed" for c in cases)
+    outcome: Outcome = "failed" if bad else "passed" if ran else "empty"
+    return Run(outcome, cases, "" if ran or bad else "every test was skipped")
+
+
+def _tail(text: str) -> str:
+    """The last lines of pytest's own failure text (its E lines and where), at most ``EXCERPT_LINES``."""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-EXCERPT_LINES:])
 
 
 def _mutation_tested(

@@ -171,6 +171,10 @@ def diagnosis_complete_line(result: GradeResult) -> str | None:
         return None
     n = proof.changes
     changes, them = ("this change", "it") if n == 1 else (f"these {n} changes", "them")
+    if not any(d.kind in ("mutation", "departure") for d in result.diagnosis):  # no change was named (issue 53.7)
+        causes = [f"({k})" for k, d in enumerate(result.diagnosis, start=1)]
+        changes = f"cause {causes[0]} fixed" if len(causes) == 1 else f"causes {', '.join(causes)} fixed"
+        them = "that fix" if len(causes) == 1 else "those fixes"
     k = len(proof.checks)
     failed = "the check that failed passes" if k == 1 else f"the {k} checks that failed pass"
     rest = ""
@@ -222,6 +226,42 @@ def output_note(result: GradeResult, *, shown_chars: int | None = None) -> str:
     if out.truncated:
         notes.append(f"Truncated: your code printed {out.bytes_dropped} more bytes, which the grader dropped.")
     return " ".join(notes)
+
+
+def _size(n: float) -> str:
+    """Bytes as the caps are set: '850 bytes', '64 KiB', '13.4 MiB', '8 GiB'."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:g} bytes"
+
+
+def limit_lines(result: GradeResult, report: str | None = None) -> list[str]:
+    """What the terminal says of the sandbox's limits the submission met (issue 53.7): the memory cap that refused
+    an allocation, and the output it printed, captured (how much, where to read it). ``report``: the HTML report
+    this run wrote, if any."""
+    lines = []
+    read = f"read it in {report}" if report else "rerun with --html report.html to read it"
+    for hit in result.limits_hit:
+        tried = f"tried to allocate {_size(hit.tried_bytes)}" if hit.tried_bytes else "asked for more memory"
+        lines.append(
+            f"Memory cap hit: your code {tried}, and a submission may use at most {hit.cap_mb} MiB (the rubric's "
+            "limits.memory_mb), so the allocation failed; the error above is the cap's, not a bug of the grader. "
+            "No tensor of this head needs more than (B, T, T) entries."
+        )
+    out = result.output
+    if out.text:
+        kept = len(out.text.encode("utf-8", "replace"))
+        if out.truncated:
+            lines.append(
+                f"Output captured: your code printed {_size(kept + out.bytes_dropped)} while being graded; the first "
+                f"{_size(kept)} were kept ({read}) and the rest dropped."
+            )
+        else:
+            lines.append(
+                f"Output captured: your code printed {_size(kept)} while being graded, not shown here ({read})."
+            )
+    return lines
 
 
 def unavailable(reason: str) -> str:
