@@ -3,6 +3,8 @@
     grade SUBMISSION [--rubric F] [--json F] [--html F] [--only ID ...] [--seed N] [--fail-under X]
     grade SUBMISSION --watch [...]    grade again on every save (grader/watch.py); Ctrl-C ends it with 0
     grade schema                      print the JSON Schema of --json output
+    grade init [FOLDER]               write the student template there (attention_head.py, its starter tests, ...)
+    grade --version                   the version, and which edition is installed
     grade student-kit --out DIR       the wheel students install: no reference, no chaffs (grader/kit.py)
     grade similarity OUT              instructor only: pairs of a graded class that share code (grader/similarity.py)
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 import threading
 import tomllib
@@ -52,6 +55,7 @@ def _grade_parser() -> argparse.ArgumentParser:
         epilog=f"Other commands: {' | '.join(f'grade {c}' for c in others)} (each with --help).",
     )
     p.add_argument("submission", type=Path, help="attention_head.py, a folder holding it, a .zip or a .ipynb")
+    p.add_argument("--version", action="version", version=_version(), help="print the version and edition, then exit")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write results as JSON (and the HTML report beside it)")
     p.add_argument("--html", type=Path, metavar="FILE", help="write the HTML feedback report")
@@ -74,6 +78,15 @@ def _grade_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version() -> str:
+    """'grade 0.1.0 (step4-grader-student, the student kit)': the version and the edition installed."""
+    import grader
+    from grader.packaging import STUDENT_KIT
+
+    edition = "step4-grader, the instructor's grader" if _instructors() else f"{STUDENT_KIT}, the student kit"
+    return f"grade {grader.__version__} ({edition})"
+
+
 def _fail(message: str) -> int:
     from rich.console import Console
 
@@ -81,6 +94,17 @@ def _fail(message: str) -> int:
     err = Console(stderr=True, highlight=False)
     err.print(f"[bold red]grade: error:[/] {message}", highlight=False, soft_wrap=True)
     return USAGE_ERROR
+
+
+def unknown_check(typed: str, known: list[str]) -> str:
+    """'unknown check 'causal-mask'; did you mean causal_mask? known checks: ...' (a hyphen, a capital or a
+    typo: the closest id, as difflib finds it)."""
+    import difflib
+
+    spelled = typed.strip().lower().replace("-", "_").replace(" ", "_")
+    close = [spelled] if spelled in known else difflib.get_close_matches(spelled, known, n=1, cutoff=0.6)
+    meant = f" did you mean {close[0]}?" if close else ""
+    return f"unknown check {typed!r};{meant} known checks: {', '.join(known)}"
 
 
 def _uid_base(rubric_path: Path | None) -> int:
@@ -154,7 +178,7 @@ def _grade(args: argparse.Namespace) -> int:
             return _fail(f"{args.rubric}: limits.sandbox_uid_base could not be read")
         unknown = [c for c in args.only or [] if c not in rubric.checks]
         if unknown:
-            return _fail(f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
+            return _fail(unknown_check(unknown[0], list(rubric.checks)))
         # the submission prepared and its worker launched before torch, closed on every way out: the grade
         # closes the sandbox, the prepared copy goes after it
         with contextlib.ExitStack() as early:
@@ -207,7 +231,7 @@ def _grade(args: argparse.Namespace) -> int:
         mark("graded")
         _write_outputs(result, args.json, args.html, args.junit)
         mark("files written")
-        _print(result, quiet=args.quiet)
+        _print(result, quiet=args.quiet, report=_report_path(args))
         mark("printed")
     mark("worker pool closed")
     if args.fail_under is not None and result.percent < args.fail_under:
@@ -225,7 +249,7 @@ def _watch(args: argparse.Namespace, grade_once: Callable[[], GradeResult], pool
 
     def show(before: GradeResult | None, result: GradeResult) -> None:
         _write_outputs(result, args.json, args.html, args.junit)
-        _print(result, quiet=args.quiet)
+        _print(result, quiet=args.quiet, report=_report_path(args))
         Console(stderr=False, highlight=False).print(Text(change_line(before, result), "dim"), soft_wrap=True)
 
     err = Console(stderr=True, highlight=False)
@@ -292,7 +316,7 @@ def _write_outputs(
         write_atomic(html_path, render_html(result))
 
 
-def _print(result: GradeResult, *, quiet: bool) -> None:
+def _print(result: GradeResult, *, quiet: bool, report: Path | None = None) -> None:
     from grader.report.terminal import render_terminal, summary_console
 
     console = summary_console()
@@ -300,7 +324,54 @@ def _print(result: GradeResult, *, quiet: bool) -> None:
     if quiet:
         console.print(f"{result.score:g} / {result.max_score:g}")
     else:
-        render_terminal(result, console)
+        render_terminal(result, console, report=None if report is None else str(report))
+
+
+def _report_path(args: argparse.Namespace) -> Path | None:
+    """The HTML report a run writes (--html, or beside --json), or None."""
+    return args.html if args.html is not None else args.json.with_suffix(".html") if args.json is not None else None
+
+
+TEMPLATE_FILES = ("attention_head.py", "test_attention_head.py", "README.md", ".github/workflows/grade.yml")
+
+
+def init_main(argv: list[str]) -> int:
+    """``grade init [FOLDER]``: the student template the grader bundles, written into FOLDER (default: here). A
+    file already there is kept (never overwritten) and named."""
+    from grader._paths import bundled
+
+    p = argparse.ArgumentParser(
+        prog="grade init",
+        description="Write the Project Step 4 template into a folder: attention_head.py (the functions to "
+        "implement), test_attention_head.py (starter tests), README.md and the CI workflow. Files already there "
+        "are kept.",
+    )
+    p.add_argument("folder", type=Path, nargs="?", default=Path("."), help="where to write (default: here)")
+    args = p.parse_args(argv)
+    if args.folder.exists() and not args.folder.is_dir():
+        return _fail(f"{args.folder} is a file, not a folder")
+    template = bundled("student_template")
+    wrote, kept = [], []
+    for name in TEMPLATE_FILES:
+        target = args.folder / name
+        if target.exists():
+            kept.append(name)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((template / name).read_bytes())
+        wrote.append(name)
+    where = "this folder" if args.folder == Path(".") else str(args.folder)
+    if wrote:
+        print(f"In {where}, wrote {', '.join(wrote)}.")
+    if kept:
+        print(f"Already there, kept {', '.join(kept)} (nothing overwritten).")
+    go = "" if args.folder == Path(".") else f"cd {shlex.quote(str(args.folder))}, then "
+    print(
+        f"Next: {go}replace each raise NotImplementedError(...) in attention_head.py (README.md says what each "
+        "function returns) and run `grade attention_head.py` after every change (or `grade attention_head.py "
+        "--watch`, which grades on every save)."
+    )
+    return 0
 
 
 def schema_main(argv: list[str]) -> int:
@@ -343,6 +414,7 @@ def _kit_main(argv: list[str]) -> int:
 
 
 SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "init": init_main,
     "schema": schema_main,
     "batch": _batch_main,
     "gradescope": _gradescope_main,

@@ -9,6 +9,7 @@ therefore read like mathematics and never see the sandbox.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -246,6 +247,7 @@ class Head:
         # a hang costs only its own function's checks: no second call on an input at least as large,
         # and each function spends only its share of the submission's time budget
         self.hangs = HangRegistry()
+        self.memory_hit: list[int | None] = []  # allocations the memory cap refused (bytes, when said); shared
         # an in-process stand-in for the sandbox (benchmarks/grade_bench.py) has no limits: the defaults apply
         self._limits: SandboxLimits = getattr(sandbox, "limits", None) or SandboxLimits()
         self._shares = TimeShares(self._limits)
@@ -257,6 +259,7 @@ class Head:
         and the functions' time shares; its seed, check and restart are its own."""
         other = Head(sandbox, self._entry, self._unavailable, self._provided)
         other._found, other.hangs, other._shares = self._found, self.hangs, self._shares
+        other.memory_hit = self.memory_hit
         other.syntax_error = self.syntax_error
         return other
 
@@ -302,6 +305,9 @@ class Head:
                     "was stopped"
                 )
             return replace(reply, message=message)
+        if _out_of_memory(reply):  # the cap refused an allocation: said with the cap where the student looks
+            tried = _TRIED.search(reply.message)
+            self.memory_hit.append(int(tried.group(1)) if tried else None)
         if reply.status == "budget" and fn is not None:
             return replace(reply, message=f"{reply.message} (calling `{actual}`{on})")
         if reply.status == "import_error" and self.syntax_error and reply.header.get("exc_type") in _SYNTAX:
@@ -527,6 +533,15 @@ class Head:
                 values[key] = float(reply.tensors[item["name"]].double())
         return values
 
+    def statistics_global_rng(self, d_k: int, *, T: int, n_samples: int, seed: int) -> list[str]:
+        """Which global generators (torch, numpy, random) ``score_scale_statistics`` seeded or drew from in one
+        call (the README forbids them: the samples come from ``torch.Generator().manual_seed(seed)``)."""
+        fn = "score_scale_statistics"
+        kwargs = {"T": {"v": T}, "n_samples": {"v": n_samples}, "seed": {"v": seed}}
+        reply = self._call(fn, [{"v": d_k}], {}, kwargs=kwargs, watch_rng=True)
+        found = reply.header.get("global_rng")
+        return [str(g) for g in found if g in ("torch", "numpy", "random")] if isinstance(found, list) else []
+
     # -- optional extensions and speed (Section 8, Aside 8.1, Section 8.1) ---------------------------
 
     def _extension_request(
@@ -610,8 +625,36 @@ class Head:
         params = {"fn": fn, "rounds": rounds, "budget_s": budget_s, "baseline_repeats": baseline_repeats}
         params["device"] = device
         h = self._request("time_head", params, case.tensors(), fn="causal_self_attention").header
+        self._timed_returned(h.get("returned"), case)  # a call that computed nothing was not timed (issue 53.2)
         clocks = ("student_s", "baseline_s", "student_cpu_s", "baseline_cpu_s")
         return Timing(*([float(t) for t in h[k]] for k in clocks))
+
+    @staticmethod
+    def _timed_returned(returned: Any, case: Case) -> None:
+        """Raise the contract's StudentFailure when the timed calls did not return (out, weights) of the case's
+        shapes: the same words an ordinary call's breach gets (:meth:`_items`, :meth:`_expect`)."""
+        fn = "causal_self_attention"
+        if not isinstance(returned, dict):
+            raise StudentFailure("failed", f"`{fn}` returned nothing the grader could read while it was timed")
+        kind, items = returned.get("kind"), returned.get("items") or []
+        if kind not in ("tuple", "list") or returned.get("length") != 2:
+            got = (
+                items[0].get("type", "?")
+                if kind == "single" and items
+                else f"a {kind} of {returned.get('length')} values"
+            )
+            got = "None" if got == "NoneType" else got
+            raise StudentFailure("failed", f"`{fn}` must return a tuple of 2 tensors; it returned {got}")
+        B, T, d_v = case.shape.B, case.shape.T, case.shape.d_v
+        for k, (item, want) in enumerate(zip(items, ((B, T, d_v), (B, T, T)), strict=True)):
+            if item.get("type") != "tensor":
+                raise StudentFailure("failed", f"`{fn}` returned {item.get('type')} at position {k}")
+            if tuple(item.get("shape", ())) != want:
+                raise StudentFailure(
+                    "failed",
+                    f"{('out', 'weights')[k]} from `{fn}` has shape {_fmt_shape(tuple(item['shape']))}, expected "
+                    f"{_fmt_shape(want)}",
+                )
 
     # -- appended: unjudged probes, for naming a known bug (grader/diagnosis.py) ----------------------
 
@@ -756,6 +799,18 @@ def _as_dtype(t: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
 
 
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
+
+
+# An allocation the memory cap refused: Python's MemoryError, torch's CPU allocator (Linux and macOS: "can't allocate
+# memory", Windows: "not enough memory"), or the sandbox's own watchdog ("memory limit (N MiB) exceeded").
+_ALLOCATION = re.compile(r"can't allocate memory|not enough memory|memory limit \(\d+ MiB\) exceeded")
+_TRIED = re.compile(r"you tried to allocate (\d+) bytes")
+
+
+def _out_of_memory(reply: Reply) -> bool:
+    if reply.status not in ("error", "crash"):
+        return False
+    return reply.header.get("exc_type") == "MemoryError" or _ALLOCATION.search(reply.message) is not None
 
 
 def _judged(reply: Reply) -> Reply:

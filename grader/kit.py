@@ -1,8 +1,12 @@
 """The student kit: the grader as a wheel that holds no solution (``grade student-kit``).
 
-    grade student-kit --out DIR [--rubric FILE]
+    grade student-kit --out DIR [--rubric FILE] [--url URL]
         DIR/step4_grader_student-<version>-py3-none-any.whl   what students pip install
         DIR/INSTALL.md                                         the short note for the course page
+
+``--url`` is where the wheel will be published (its address, or its folder's ending in ``/``): the template's CI
+workflow that the kit bundles (``grade init`` writes it) installs the kit from there. Without it the workflow keeps
+its placeholder, and INSTALL.md says so.
 
 Built from the same source as the instructor's grader. It holds the grader's code, the rubric without
 its hidden checks, the student template, and ``grader/_snapshots/step4.safetensors``: the reference's
@@ -37,6 +41,8 @@ from grader.rubric import Rubric
 from grader.visuals import BANDWIDTHS, KERNEL_T, SCALE_DKS, SCALE_SAMPLES, SCALE_T
 
 DISTRIBUTION = STUDENT_KIT
+WORKFLOW = "grader/_student_template/.github/workflows/grade.yml"  # the template's CI workflow, inside the kit
+PLACEHOLDER_URL = "https://YOUR-COURSE.example/step4/step4_grader_student-0.1.0-py3-none-any.whl"
 LEFT_OUT = ("reference", "rubrics", "snapshots")  # the rubric and the snapshots are written for the kit
 
 
@@ -101,8 +107,23 @@ def kit_rubric(text: str) -> str:
     return result
 
 
-def build_kit(out: Path, rubric_path: Path | None = None) -> Path:
-    """Write the kit's wheel and install note into ``out``; returns the wheel's path."""
+def workflow_with_url(text: str, url: str, wheel: str) -> str:
+    """The template's CI workflow installing the kit from ``url`` (a folder's address, ending in ``/``, gets the
+    wheel's name)."""
+    if PLACEHOLDER_URL not in text:
+        raise KitError(f"the template's CI workflow has no placeholder {PLACEHOLDER_URL} to replace")
+    return text.replace(PLACEHOLDER_URL, url + wheel if url.endswith("/") else url)
+
+
+def wheel_name(version: str) -> str:
+    """The kit's wheel file, as pip names it."""
+    return f"{DISTRIBUTION.replace('-', '_')}-{version}-py3-none-any.whl"
+
+
+def build_kit(out: Path, rubric_path: Path | None = None, url: str | None = None) -> Path:
+    """Write the kit's wheel and install note into ``out``; returns the wheel's path. ``url``: where the wheel
+    will be published, for the template's CI workflow (see the module docstring)."""
+    import grader
     from grader.oracle import load_oracle
 
     oracle = load_oracle()
@@ -120,17 +141,22 @@ def build_kit(out: Path, rubric_path: Path | None = None) -> Path:
             (stage / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, stage / name)
         written = {"grader/_rubrics/step4.toml": kit_rubric(Path(rubric_file).read_text(encoding="utf-8")).encode()}
+        if url is not None:
+            workflow = (stage / WORKFLOW).read_text(encoding="utf-8")
+            written[WORKFLOW] = workflow_with_url(workflow, url, wheel_name(grader.__version__)).encode()
         for name, data in written.items():
             (stage / name).parent.mkdir(parents=True, exist_ok=True)
             (stage / name).write_bytes(data)
         (stage / "grader/_snapshots").mkdir()
         write_snapshots(stage / "grader/_snapshots" / SNAPSHOT_FILE, rubric, oracle)
-        tree = [name for name, _ in files] + list(written) + [f"grader/_snapshots/{SNAPSHOT_FILE}"]
+        tree = sorted({name for name, _ in files} | set(written)) + [f"grader/_snapshots/{SNAPSHOT_FILE}"]
         (stage / "pyproject.toml").write_text(pyproject([(n, None) for n in tree], DISTRIBUTION), encoding="utf-8")
         wheel = _wheel(stage, Path(tmp) / "dist")
         target = out / wheel.name
         shutil.copyfile(wheel, target)
-    (out / "INSTALL.md").write_text(install_note(target.name), encoding="utf-8")
+    if target.name != wheel_name(grader.__version__):
+        raise KitError(f"pip named the kit's wheel {target.name}, not {wheel_name(grader.__version__)}")
+    (out / "INSTALL.md").write_text(install_note(target.name, url), encoding="utf-8")
     return target
 
 
@@ -149,36 +175,69 @@ def _wheel(stage: Path, dist: Path) -> Path:
     return wheels[0]
 
 
-def install_note(wheel: str) -> str:
+def install_note(wheel: str, url: str | None = None) -> str:
+    """The kit's INSTALL.md: a virtual environment on every OS, torch's CPU build, the kit, the template, and what
+    the template's CI workflow installs (``url``: where the instructor publishes the wheel, if told)."""
     from importlib import metadata
 
     torch_version = metadata.version("torch").split("+", 1)[0]
+    torch_line = f'pip install "torch=={torch_version}" --index-url https://download.pytorch.org/whl/cpu'
+    if url is None:
+        ci = (
+            "The template's `.github/workflows/grade.yml` grades every push of your repository on GitHub. It installs "
+            "the kit from `STUDENT_KIT_URL`, which still holds a placeholder "
+            f"(`{PLACEHOLDER_URL}`): put the address of this wheel on your course page there (your instructor's "
+            "template may have it already), or the workflow stops at its install step."
+        )
+    else:
+        address = url + wheel if url.endswith("/") else url
+        ci = (
+            "The template's `.github/workflows/grade.yml` grades every push of your repository on GitHub; it installs "
+            f"this kit from `{address}` (`STUDENT_KIT_URL`), so it needs no token."
+        )
     return f"""# Project Step 4: the grader for your own machine
 
-It runs on Linux, macOS or Windows (Python 3.11 or later, CPU; no root, no Docker, no WSL). Install it
-where you run your head (a virtual environment is best), CPU build of PyTorch first:
+It runs on Linux, macOS or Windows (Python 3.11 or later, CPU; no root, no Docker, no WSL). Install it in a
+virtual environment, the CPU build of PyTorch first, then write the template into a new folder and grade it.
+
+On macOS or Linux (a terminal):
 
 ```bash
-pip install "torch=={torch_version}" --index-url https://download.pytorch.org/whl/cpu
+python3 -m venv .venv
+source .venv/bin/activate
+{torch_line}
 pip install {wheel}
+grade init step4
+cd step4
 grade attention_head.py --html report.html
 ```
 
-On Windows (PowerShell or cmd), the same lines in a virtual environment:
+On Windows (PowerShell or cmd):
 
 ```
 py -m venv .venv
 .venv\\Scripts\\activate
-pip install "torch=={torch_version}" --index-url https://download.pytorch.org/whl/cpu
+{torch_line}
 pip install {wheel}
+grade init step4
+cd step4
 grade attention_head.py --html report.html
 ```
+
+`grade init step4` writes the template the kit bundles into the folder `step4`: `attention_head.py`, the
+functions you implement (each raises NotImplementedError until you do), `test_attention_head.py`, starter tests
+for Exercise 2, `README.md`, what to implement and how you are graded, and the CI workflow. It never
+overwrites a file that is there. Open a new terminal later? Activate the environment again
+(`source .venv/bin/activate`, or `.venv\\Scripts\\activate` on Windows). `grade --version` says which grader
+is installed.
 
 This is the student kit. It runs the same checks as the grader your submission meets, with two
 differences: `reference_match` and the Gaussian checks compare with the reference's stored outputs on
 fixed public cases (so `--seed` moves only the property checks), and `student_tests` runs your tests on
-your own head; on submission they are graded against a correct head and known buggy ones. The kit holds
-no solution.
+your own head and on mutations of it; its points are graded on submission, against a correct head and known
+buggy ones, and are shown as pending here. The kit holds no solution.
+
+{ci}
 """
 
 
@@ -193,11 +252,21 @@ def kit_main(argv: list[str]) -> int:
     )
     p.add_argument("--out", type=Path, default=Path("student-kit"), help="folder to write into (default: %(default)s)")
     p.add_argument("--rubric", type=Path, help="rubric TOML (default: the bundled rubrics/step4.toml)")
+    p.add_argument(
+        "--url",
+        help="where the wheel will be published (its address, or its folder's ending in /): the template's CI "
+        "workflow in the kit installs the kit from there",
+    )
     args = p.parse_args(argv)
     try:
-        wheel = build_kit(args.out, args.rubric)
+        wheel = build_kit(args.out, args.rubric, args.url)
     except (RubricError, KitError) as exc:
         print(f"grade student-kit: error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {wheel} and {args.out / 'INSTALL.md'}: put both on the course page (students pip install the wheel).")
+    if args.url is None:
+        print(
+            "The template's CI workflow in the kit still installs the kit from a placeholder address (INSTALL.md "
+            "says so): pass --url with the wheel's address once you know where it will be published."
+        )
     return 0

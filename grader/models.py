@@ -284,6 +284,34 @@ class Visuals(_Strict):
     problems: list[str] = Field(default_factory=list, description="Parts that could not be built at all.")
 
 
+class Mutant(_Strict):
+    """One small change of the student's own head (mutation testing, as mutmut makes them) and whether their tests
+    caught it (some test failed, errored or timed out on it)."""
+
+    file: str = Field(description="The student's file the change is in.")
+    line: int = Field(description="1-based line of the change.")
+    before: str = Field(description="The code changed, as written.")
+    after: str = Field(description="What the mutation wrote instead.")
+    caught: bool = Field(description="Whether some test of the student's failed on the changed head.")
+
+
+class OwnTests(_Strict):
+    """The student's own tests run on their own head, counted as pytest counts them, then on mutations of that
+    head (the student kit's student_tests: the kit has no correct head or known bugs to run them on)."""
+
+    passed: int = Field(description="Tests that passed on the student's head.")
+    failed: int = Field(description="Tests that failed or errored on it.")
+    skipped: int = Field(description="Tests skipped (pytest.skip, xfail).")
+    failing: list[str] = Field(default_factory=list, description="The failing tests' ids, as pytest names them.")
+    asserts: str = Field(
+        default="",
+        description="What the first failing test says it asserts: its docstring's first line, if it has one.",
+    )
+    mutants: int = Field(default=0, description="Mutations of the head the tests were run on (0: none were run).")
+    caught: int = Field(default=0, description="Of those, how many some test caught.")
+    survived: list[Mutant] = Field(default_factory=list, description="The mutations no test caught.")
+
+
 class CheckResult(_Strict):
     """The verdict of one check on one submission."""
 
@@ -329,6 +357,25 @@ class CheckResult(_Strict):
     causes: list[str] = Field(
         default_factory=list, description="Ids of the diagnosis entries (root causes) that explain this failure."
     )
+    pending: str | None = Field(
+        default=None,
+        description="Why this check's points are not graded by this edition, when they are not (the student kit's "
+        "student_tests: graded on submission). Its points count in the result's max_score, never in its score; "
+        "its status is what this edition observed.",
+    )
+    own_tests: OwnTests | None = Field(
+        default=None, description="The student's tests on their own head and its mutations (the student kit)."
+    )
+
+
+class LimitHit(_Strict):
+    """A limit of the sandbox the submission ran into (issue 53.7): said where the student looks, with the cap."""
+
+    limit: Literal["memory"] = Field(description="Which limit: 'memory' (the rubric's limits.memory_mb).")
+    cap_mb: int = Field(description="The cap, in MiB.")
+    tried_bytes: int | None = Field(
+        default=None, description="The largest allocation that failed, in bytes, when the error said it."
+    )
 
 
 class StudentOutput(_Strict):
@@ -367,6 +414,9 @@ class GradeResult(_Strict):
     )
     devices: list[str] = Field(default_factory=list, description="Devices the checks ran on.")
     output: StudentOutput = Field(default_factory=StudentOutput, description="What the submission printed.")
+    limits_hit: list[LimitHit] = Field(
+        default_factory=list, description="Limits of the sandbox the submission ran into (its calls failed there)."
+    )
     diagnosis: list[Diagnosis] = Field(
         default_factory=list, description="Root causes of the failing checks, most checks explained first."
     )
@@ -397,6 +447,11 @@ class GradeResult(_Strict):
     def provisional(self) -> bool:
         """Whether the score may change once the grader's own error is fixed (``diagnosis_error``)."""
         return self.diagnosis_error is not None
+
+    @property
+    def pending_points(self) -> float:
+        """Points of max_score that this edition cannot grade (the checks with ``pending``)."""
+        return sum(c.max_score for c in self.checks if c.pending is not None and not c.extra_credit)
 
     @property
     def percent(self) -> float:

@@ -173,7 +173,9 @@ def _rubric(path: str | Path | None, only: list[str] | None) -> Rubric:
         raise CheckError(str(exc)) from None
     unknown = [c for c in only or [] if c not in rubric.checks]
     if unknown:
-        raise CheckError(f"unknown check {unknown[0]!r}; known checks: {', '.join(rubric.checks)}")
+        from grader.cli import unknown_check
+
+        raise CheckError(unknown_check(unknown[0], list(rubric.checks)))
     return rubric
 
 

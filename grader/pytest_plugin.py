@@ -20,6 +20,7 @@ worker: student code never runs in the pytest process on the grader's behalf, an
 from __future__ import annotations
 
 import os
+import shlex
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,9 @@ class Step4:
         self.pool: WorkerPool | None = None
         self.result: GradeResult | None = None
         self.error: str | None = None
+        self.own: dict[str, tuple[str, str]] = {}  # the student's tests as this session ran them: id -> outcome, text
+        self.deselected = False  # some item was deselected: the session did not run the whole suite
+        self.check_nodes: set[str] = set()
 
     # -- collecting ------------------------------------------------------------------------------
 
@@ -91,6 +95,35 @@ class Step4:
 
     def check_ids(self) -> list[str]:
         return [cid for cid, rc in self.rubric.checks.items() if rc.enabled]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """The student's tests first, the checks after them: the grade then takes what this session saw of the
+        student's tests instead of running them again (issue 53.9)."""
+        checks: list[pytest.Item] = [i for i in items if isinstance(i, CheckItem)]
+        self.check_nodes = {i.nodeid for i in checks}
+        items[:] = [i for i in items if not isinstance(i, CheckItem)] + checks
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected = self.deselected or any(not isinstance(i, CheckItem) for i in items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A student's test as pytest reported it: its outcome (a failure in any phase counts) and its text."""
+        if report.nodeid in self.check_nodes:
+            return
+        if report.when == "call" or report.outcome != "passed":
+            outcome = "error" if report.when != "call" and report.failed else report.outcome
+            if self.own.get(report.nodeid, ("passed", ""))[0] == "passed" or outcome != "passed":
+                self.own[report.nodeid] = (outcome, report.longreprtext if report.failed else "")
+
+    def session_run(self) -> object | None:
+        """What this session saw of the student's tests, as the kit's student_tests reads a run (None: it did
+        not run them all, so the grade runs them itself)."""
+        if self.deselected or not self.own:
+            return None
+        from grader.checks._student_tests import session_run
+
+        return session_run(self.own)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -124,6 +157,11 @@ class Step4:
         assert self.target is not None and self.pool is not None
         selected = self.selected if set(self.selected) != set(self.check_ids()) else None
         label = os.path.relpath(self.target, self.config.invocation_params.dir)
+        head = Path(label if self.target.is_file() else os.path.join(label, f"{self.rubric.entry_points.module}.py"))
+
+        def reproduce(check_id: str, seed: int) -> str:  # a pytest command, as the student ran (issue 53.9)
+            return f"pytest --step4 {shlex.quote(f'{head.as_posix()}::{check_id}')} --step4-seed {seed}"
+
         try:
             with host_state_kept():
                 self.result = grade(
@@ -135,6 +173,8 @@ class Step4:
                     tests_pool=self.pool,
                     label=label,
                     visuals=False,
+                    reproduce=reproduce,
+                    own_run=self.session_run(),
                 )
         except SubmissionError as exc:
             self.error = f"grade: error: {exc}"
@@ -157,7 +197,9 @@ class Step4:
         sentence = wording.causes_sentence(self.result)
         failed = wording.diagnosis_error_line(self.result)  # the grader's own error is never silent (issue 35)
         proven = wording.diagnosis_complete_line(self.result)  # the diagnosis's proof (issue 35)
-        for line in (sentence, proven, failed, wording.scoring_line(self.result), wording.score_line(self.result)):
+        pending = wording.pending_line(self.result)  # points the kit cannot grade (issue 53.1)
+        lines = (sentence, proven, failed, pending, wording.scoring_line(self.result), wording.score_line(self.result))
+        for line in lines:
             if line:
                 terminalreporter.write_line(line)
 
@@ -202,8 +244,8 @@ class CheckItem(pytest.Item):
             if cause is not None and cause.where is not None:
                 text = f"{wording.where_line(cause)}\n{text}"
                 self._at(cause.where.line, cause.where.cell)
-        if found.status == "skipped":
-            pytest.skip(text)
+        if found.status == "skipped":  # located at the head, never in the grader's site-packages (issue 53.9)
+            raise pytest.skip.Exception(text, _use_item_location=True)
         if found.status == "failed":
             raise CheckFailed(text)
         if found.status != "passed":  # a crash, a timeout, an error of ours: failed, saying which

@@ -25,12 +25,12 @@ from grader._timeline import mark
 from grader.checks import CHECKS, CheckSpec, Ctx, Verdict
 from grader.checks._base import BREACH, NOT_DEFINED, STOPPED, begin, judged, stop_of
 from grader.checks._exercises import stats_seed
-from grader.checks._student_tests import suite_files
+from grader.checks._student_tests import suite_files, uncovered
 from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, LimitHit, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -94,6 +94,7 @@ def grade(
     tests_beside: bool = True,
     prepared: Prepared | None = None,
     sandbox: Sandbox | None = None,
+    own_run: object | None = None,
 ) -> GradeResult:
     """Grade one submission and return every verdict; writes nothing.
 
@@ -113,6 +114,8 @@ def grade(
     ``prepared`` and ``sandbox``: the submission already prepared (:func:`grader.submission.prepare`, as here)
     and a sandbox on it, its worker perhaps launched (a cold grade starts them before it imports torch); the
     grade closes that sandbox as its own, and the caller removes the prepared copy.
+    ``own_run``: the student's tests as a pytest session already ran them on the head (``pytest --step4``): the kit's
+    student_tests takes it instead of running them again (:func:`grader.checks._student_tests.session_run`).
     """
     started = time.perf_counter()
     seed = rubric.seed if seed is None else seed
@@ -151,9 +154,11 @@ def grade(
                 ctx = Ctx(
                     on, ref, rubric, seed, cid, sub.source, device, submission_dir=sub.dir, pool=tests_pool, memo=memo
                 )
+                ctx.own_run = own_run
                 return run_check(CHECKS[cid], ctx, rubric.checks[cid], rerun)
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
+            results = [uncovered(r, results) if r.id == "student_tests" else r for r in results]
             mark("checks done")
             exam = _examine(results, head, ref, rubric, seed)
             mark("diagnosis done")
@@ -170,6 +175,7 @@ def grade(
             mark("pictures done")
             protections = list(sandbox.protections)
             absent = sandbox.absent_protections
+            limits_hit = _limits_hit(head, rubric)
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
@@ -194,11 +200,20 @@ def grade(
         absent_protections=absent,
         devices=[device],
         output=output,
+        limits_hit=limits_hit,
         rubric=rubric.name,
         duration_s=round(time.perf_counter() - started, 3),
         notes=sub.notes + ([KIT_NOTE] if ref.edition == "student" else []),
         visuals=pictures,
     )
+
+
+def _limits_hit(head: Head, rubric: Rubric) -> list[LimitHit]:
+    """The sandbox's limits the head ran into (issue 53.7): the memory cap, with the largest allocation refused."""
+    if not head.memory_hit:
+        return []
+    tried = [b for b in head.memory_hit if b is not None]
+    return [LimitHit(limit="memory", cap_mb=rubric.limits.memory_mb, tried_bytes=max(tried) if tried else None)]
 
 
 RunOne = Callable[[str, Head], CheckResult]
@@ -427,11 +442,12 @@ def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric
     that fails something (about 50 ms of the grader's CPU that a passing head never needs, issue 37). ``examine``
     never raises: the grader's own exception in one of its passes is recorded in ``Examination.error`` (then
     ``GradeResult.diagnosis_error``, shown on every surface) and the other passes keep their causes (issue 35)."""
-    if not any(r.status in FAILING for r in results):
+    graded = [r for r in results if r.pending is None]  # a check this edition does not grade has no cause here
+    if not any(r.status in FAILING for r in graded):
         return None
     from grader.diagnosis import examine
 
-    return examine(results, head, ref, rubric, seed)
+    return examine(graded, head, ref, rubric, seed)
 
 
 def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:
@@ -548,14 +564,14 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         fraction = 1.0 if v.fraction is None else v.fraction
     else:
         fraction = 0.0 if v.fraction is None else v.fraction
-    reproduce = rerun(spec.id, ctx.base_seed) if v.status in FAILING else None
+    reproduce = (v.reproduce or rerun(spec.id, ctx.base_seed)) if v.status in FAILING else None
     return CheckResult(
         id=spec.id,
         title=spec.title,
         cites=spec.cites,
         status=v.status,
-        score=round(rc.points * fraction, 6) if v.counted else 0.0,
-        max_score=rc.points if v.counted else 0.0,
+        score=round(rc.points * fraction, 6) if v.pending is None else 0.0,
+        max_score=rc.points,
         extra_credit=rc.extra_credit,
         visibility=rc.visibility,
         message=v.message,
@@ -571,4 +587,6 @@ def _result(spec: CheckSpec, ctx: Ctx, rc: CheckRubric, v: Verdict, rerun: Repro
         heatmaps=v.heatmaps,
         notes=v.notes,
         advice=v.advice if v.status in FAILING else None,
+        pending=v.pending,
+        own_tests=v.own_tests,
     )

@@ -35,7 +35,7 @@ def tally(
 ) -> Tally:
     """The score of ``checks`` counted by checks and, when every failing graded check is explained, by mistakes."""
     by_checks = round(sum(c.score for c in checks), 6)
-    graded = [c for c in checks if c.status in FAILING and not c.extra_credit]
+    graded = [c for c in checks if c.status in FAILING and not c.extra_credit and c.pending is None]
     lost = {c.id: c.max_score - c.score for c in graded if c.score < c.max_score}
     if not lost:
         return Tally(by_checks, "checks", by_checks, None, diagnosis)

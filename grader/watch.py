@@ -27,7 +27,7 @@ from typing import TextIO
 
 import torch
 
-from grader.models import GradeResult
+from grader.models import CheckResult, GradeResult
 from grader.report.wording import fmt_points
 from grader.sandbox import WorkerPool
 from grader.sandbox._pool import Cancelled
@@ -40,18 +40,24 @@ UNWIND_S = 10.0  # at Ctrl-C, wait this long at most for the grade in flight to 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
-def watched(submission: Path, ignore: tuple[Path, ...] = ()) -> tuple[Path, bool, Callable[[Path], bool]]:
-    """What to watch for ``submission``: (folder, recursively, is this changed path one to grade on).
+def watched(submission: Path, ignore: tuple[Path, ...] = ()) -> tuple[tuple[Path, ...], bool, Callable[[Path], bool]]:
+    """What to watch for ``submission``: (folders, recursively, is this changed path one to grade on).
 
     A file (.py, .ipynb, .zip) is watched through its folder, as editors replace it by a rename, with the
-    test files a .py brings beside it (:func:`grader.submission.brought_beside`; those in a tests/ folder
-    there only where the folder's watch reports them); a folder, recursively, for its Python files and
-    notebooks (the module, helpers, the student's tests), not its caches, hidden files or the grader's
-    own outputs (``ignore``)."""
+    test files a .py brings beside it (:func:`grader.submission.brought_beside`), the tests/ folder there
+    too when there is one (not recursively: a crowded Downloads folder is never walked); a folder,
+    recursively, for its Python files and notebooks (the module, helpers, the student's tests), not its
+    caches, hidden files or the grader's own outputs (``ignore``)."""
     root = submission.resolve()
     skip = {p.resolve() for p in ignore}
     if not root.is_dir():
-        return root.parent, False, lambda path: (path == root or brought_beside(root, path)) and path not in skip
+        tests = root.parent / "tests"
+        folders = (root.parent, tests) if root.suffix == ".py" and tests.is_dir() and not tests.is_symlink() else ()
+        return (
+            folders or (root.parent,),
+            False,
+            lambda path: (path == root or brought_beside(root, path)) and path not in skip,
+        )
 
     def relevant(path: Path) -> bool:
         try:
@@ -61,7 +67,7 @@ def watched(submission: Path, ignore: tuple[Path, ...] = ()) -> tuple[Path, bool
         hidden = any(p.startswith(".") or p in JUNK_DIRS for p in parts)
         return path.suffix in SOURCE_SUFFIXES and not hidden and path not in skip
 
-    return root, True, relevant
+    return (root,), True, relevant
 
 
 def change_line(before: GradeResult | None, after: GradeResult) -> str:
@@ -76,15 +82,27 @@ def change_line(before: GradeResult | None, after: GradeResult) -> str:
         was = old.get(c.id)
         if was is None:
             continue
+        tests = _own_tests_change(was, c)  # the student's tests, which a pending check does not score (issue 53.6)
         if was.status != c.status:
-            changes.setdefault(f"{was.status} -> {c.status}", []).append(c.id)
+            changes.setdefault(f"{was.status} -> {c.status}" + (f" ({tests})" if tests else ""), []).append(c.id)
         elif was.score != c.score:
             points = f"{fmt_points(was.score)} -> {fmt_points(c.score)} / {fmt_points(c.max_score)}"
             changes.setdefault(points, []).append(c.id)
+        elif tests:
+            changes.setdefault(tests, []).append(c.id)
     if not changes:
         return f"Since the last run: no change (score {score})"
     listed = ", ".join(f"{', '.join(ids)}: {change}" for change, ids in changes.items())
     return f"Since the last run: {listed}; score {fmt_points(before.score)} -> {fmt_points(after.score)}"
+
+
+def _own_tests_change(was: CheckResult, now: CheckResult) -> str:
+    """'tests/test_x.py::test_y now fails' for the student's tests that began or ceased to fail, or ''."""
+    if was.own_tests is None or now.own_tests is None:
+        return ""
+    before, after = was.own_tests.failing, now.own_tests.failing
+    said = [f"{t} now fails" for t in after if t not in before] + [f"{t} now passes" for t in before if t not in after]
+    return ", ".join(said)
 
 
 def warm_up(pool: WorkerPool, *, diagnosis: bool = True) -> Callable[[Callable[[], bool]], None]:
@@ -260,12 +278,12 @@ def watch(
     every worker is gone: the session abandons the grade in flight before it returns)."""
     import watchfiles
 
-    root, recursive, relevant = watched(submission, ignore)
+    folders, recursive, relevant = watched(submission, ignore)
     stop = stop_event or threading.Event()
     with _signals_stop(stop):  # also while the session stops: a second Ctrl-C cuts nothing short
         try:
             for _changes in watchfiles.watch(
-                root,
+                *folders,
                 watch_filter=lambda _change, path: relevant(Path(path)),
                 debounce=MAX_BURST_MS,
                 step=STEP_MS,

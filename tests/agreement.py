@@ -49,7 +49,7 @@ def malformed(result: GradeResult) -> list[str]:
         for cid in c.causes:
             if cid not in causes or c.id not in causes[cid].explains:
                 problems.append(f"{c.id} names cause {cid}, which does not explain it")
-        lost = c.status in FAILING and not c.extra_credit and c.score < c.max_score
+        lost = c.status in FAILING and not c.extra_credit and c.score < c.max_score and c.pending is None
         if result.scoring == "mistakes" and lost and not c.causes:
             problems.append(f"{c.id}: counted by mistakes but explained by no cause")
     return problems

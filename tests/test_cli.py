@@ -166,7 +166,7 @@ def test_the_student_kit_offers_only_what_a_student_uses(
     with pytest.raises(SystemExit):
         main(["--help"])
     listed = capsys.readouterr().out
-    assert "Other commands: grade schema (each with --help)." in " ".join(listed.split())
+    assert "Other commands: grade init | grade schema (each with --help)." in " ".join(listed.split())
     commands = {
         "batch": ["batch", str(reference_path().parent), "--out", str(tmp_path / "graded")],
         "gradescope": ["gradescope", "--results", str(tmp_path / "results.json")],
@@ -183,3 +183,50 @@ def test_the_student_kit_offers_only_what_a_student_uses(
         assert main([argv[0], "--help"]) == 2  # not even its help: the kit does not run it
         capsys.readouterr()
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- a student's first commands (issue 53.11) ------------------------------------------------------------
+
+
+def test_version_names_the_edition(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``grade --version`` prints the version and which edition is installed; exit 0, not a usage error."""
+    import grader
+    import grader.library
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"grade {grader.__version__} (step4-grader, the instructor's grader)\n"
+    monkeypatch.setattr(grader.library, "reference_available", lambda: False)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out == f"grade {grader.__version__} (step4-grader-student, the student kit)\n"
+
+
+def test_init_writes_the_template_and_keeps_what_is_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``grade init FOLDER`` writes the bundled template (the head's stubs, the starter tests, the README and the
+    CI workflow); a file already there is kept and named, never overwritten."""
+    template = REPO / "student_template"
+    names = ["attention_head.py", "test_attention_head.py", "README.md", ".github/workflows/grade.yml"]
+    folder = tmp_path / "step4"
+    assert main(["init", str(folder)]) == 0
+    for name in names:
+        assert (folder / name).read_bytes() == (template / name).read_bytes(), name
+    out = capsys.readouterr().out
+    assert "attention_head.py" in out and "grade attention_head.py" in out
+    (folder / "attention_head.py").write_text("# my work\n")
+    (folder / "README.md").unlink()
+    assert main(["init", str(folder)]) == 0
+    assert (folder / "attention_head.py").read_text() == "# my work\n"
+    assert (folder / "README.md").read_bytes() == (template / "README.md").read_bytes()
+    said = " ".join(capsys.readouterr().out.split())
+    assert "kept attention_head.py" in said and "wrote README.md" in said
+
+
+@pytest.mark.parametrize(
+    "typed, meant", [("causal-mask", "causal_mask"), ("casual_mask", "causal_mask"), ("Interface", "interface")]
+)
+def test_an_unknown_check_suggests_the_one_meant(typed: str, meant: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(reference_path()), "--only", typed]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"unknown check '{typed}'; did you mean {meant}?" in err

@@ -108,14 +108,29 @@ def test_the_kits_rubric_keeps_every_price_of_a_cause_the_kit_names() -> None:
 
 
 def test_the_kit_gives_a_correct_head_full_marks(kit: SnapshotOracle, rubric: Rubric, pool: WorkerPool) -> None:
+    """Every check the kit grades passes; the score is out of the course's total, student_tests's points shown as
+    pending with their reason (issue 53.1), and the tests ran on the head and on mutations of it."""
+    from grader.report import wording
+
     result = grade(reference_path().parent, rubric, pool=pool, oracle=kit)
-    counted = [c for c in result.checks if c.max_score > 0 and not c.extra_credit]
+    counted = [c for c in result.checks if c.max_score > 0 and not c.extra_credit and c.pending is None]
     assert all(c.status == "passed" for c in counted), {c.id: c.message for c in counted if c.status != "passed"}
     tests = next(c for c in result.checks if c.id == "student_tests")
-    assert tests.status == "skipped" and tests.max_score == 0 and tests.score == 0
-    assert "pass on your own head" in tests.message and any("graded when you submit" in n for n in tests.notes)
-    assert result.score == result.max_score + sum(c.score for c in result.checks if c.extra_credit)
-    assert result.max_score == sum(rc.points for cid, rc in rubric.checks.items() if not rc.extra_credit) - 9
+    assert tests.status == "passed" and tests.max_score == 9 and tests.score == 0 and tests.pending
+    assert "pass on your own head" in tests.message
+    own = tests.own_tests
+    assert own is not None and own.passed > 0 and own.failed == 0 and own.failing == []
+    assert own.mutants > 0 and own.caught + len(own.survived) == own.mutants, own
+    assert f"catch {own.caught} of {own.mutants} mutations of your head" in tests.message
+    total = sum(rc.points for rc in rubric.checks.values() if not rc.extra_credit)
+    assert result.max_score == total == 100
+    assert result.score == total - 9 + sum(c.score for c in result.checks if c.extra_credit)
+    assert result.pending_points == 9
+    line = wording.score_line(result)
+    assert line.startswith(f"Score: {result.score:g} / 100 ("), line
+    assert "9 points pending" in line
+    said = wording.pending_line(result)
+    assert said is not None and said.startswith("Pending, 9 points: student_tests is graded when you submit"), said
     assert any("student kit" in n for n in result.notes)
     match = next(c for c in result.checks if c.id == "reference_match")
     assert any("another seed moves only the property checks" in n for n in match.notes)
@@ -220,3 +235,29 @@ def test_the_kits_cuda_baseline_is_the_lecture_formula(
     folder = write_head(source)
     full, ours = (grade(folder, rubric, pool=pool, oracle=o, only=["fused_kernel_cuda"]) for o in (live, kit))
     assert full.checks[0].status == ours.checks[0].status == ("passed" if head == "reference" else "failed")
+
+
+def test_the_install_note_makes_a_virtual_environment_on_every_os() -> None:
+    """Issue 53.11: INSTALL.md gives the venv commands of macOS and Linux as well as Windows', says where
+    attention_head.py comes from (``grade init``), and explains the CI workflow's kit URL."""
+    from grader.kit import install_note
+
+    note = install_note("step4_grader_student-0.1.0-py3-none-any.whl")
+    assert "python3 -m venv .venv" in note and "source .venv/bin/activate" in note
+    assert "py -m venv .venv" in note and ".venv\\Scripts\\activate" in note
+    assert "grade init" in note
+    assert "STUDENT_KIT_URL" in note
+
+
+def test_the_kits_template_workflow_gets_the_kits_url() -> None:
+    """Issue 53.11: ``grade student-kit --url`` puts the wheel's address in the template's CI workflow the kit
+    bundles; a folder's address gets the wheel's name; a kit built without one keeps the placeholder."""
+    from grader.kit import PLACEHOLDER_URL, workflow_with_url
+
+    root = reference_path().parents[1] / "student_template"
+    text = (root / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
+    assert PLACEHOLDER_URL in text
+    wheel = "step4_grader_student-0.1.0-py3-none-any.whl"
+    filled = workflow_with_url(text, "https://course.example/step4/", wheel)
+    assert f'STUDENT_KIT_URL: "https://course.example/step4/{wheel}"' in filled and PLACEHOLDER_URL not in filled
+    assert workflow_with_url(text, f"https://x.example/{wheel}", wheel).count(f"https://x.example/{wheel}") == 1

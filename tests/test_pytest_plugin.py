@@ -42,11 +42,14 @@ from pathlib import Path
 import grader.runner
 
 GRADES = []
+OWN = []
 _grade = grader.runner.grade
 
 
 def _counted(*args, **kwargs):
     GRADES.append(args[0])
+    own = kwargs.get("own_run")
+    OWN.append(None if own is None else [own.outcome, sorted((c.id, c.outcome) for c in own.cases)])
     return _grade(*args, **kwargs)
 
 
@@ -55,6 +58,7 @@ grader.runner.grade = _counted
 
 def pytest_sessionfinish(session):
     Path("grades.json").write_text(json.dumps([str(p) for p in GRADES]))
+    Path("own.json").write_text(json.dumps(OWN))
 """
 LIGHT = """
 import json
@@ -104,7 +108,11 @@ def test_one_item_per_check_with_the_verdicts_of_grade(
     the student's own tests pass and fail as they did."""
     student.makeconftest(COUNTING)
     result = student.runpytest_subprocess("--step4", "-v", "-rs")
-    graded: GradeResult = grade(student.path, rubric, pool=pool, visuals=False, label=".")
+
+    def rerun(cid: str, seed: int) -> str:
+        return f"pytest --step4 attention_head.py::{cid} --step4-seed {seed}"
+
+    graded: GradeResult = grade(student.path, rubric, pool=pool, visuals=False, label=".", reproduce=rerun)
     verdicts = _verdicts(result.stdout.str())
     expected = {f"attention_head.py::{c.id}": STATUS[c.status] for c in graded.checks}
     expected |= {"test_mine.py::test_mine_passes": "PASSED", "test_mine.py::test_mine_fails": "FAILED"}
@@ -114,13 +122,23 @@ def test_one_item_per_check_with_the_verdicts_of_grade(
     for check in graded.checks:
         if check.status == "failed":
             assert check.message in output.replace("\r", ""), check.id
-            assert f"Reproduce: grade . --only {check.id} --seed {graded.seed}" in output
+            assert f"Reproduce: pytest --step4 attention_head.py::{check.id} --step4-seed {graded.seed}" in output
         if check.status == "skipped":
             assert check.message.splitlines()[0] in output
     assert "my own failure" in output
     assert output.rstrip().splitlines()[-1].startswith("=")  # pytest's own summary line stays last
     assert wording.score_line(graded) in output.splitlines()  # in the terminal summary
     assert (student.path / "grades.json").read_text() == '["' + str(student.path) + '"]'  # once, the folder
+    # issue 53.9: the student's tests run first, and the grade is handed what the session saw of them (the kit
+    # takes it instead of running them again); a skip is located at the head, never in the grader's files
+    lines = output.splitlines()
+    first_check = next(k for k, ln in enumerate(lines) if ln.startswith("attention_head.py::"))
+    assert all(k < first_check for k, ln in enumerate(lines) if ln.startswith("test_mine.py::"))
+    assert (student.path / "own.json").read_text() == (
+        '[["failed", [["test_mine.py::test_mine_fails", "failed"], ["test_mine.py::test_mine_passes", "passed"]]]]'
+    )
+    skips = [ln for ln in lines if ln.startswith("SKIPPED [")]
+    assert skips and all(ln.split("] ", 1)[1].startswith("attention_head.py:") for ln in skips), skips
 
     # A head of another name is graded as `grade FILE` grades it: that file, no other (-k: that check only)
     (student.path / "my_head.py").write_text(REFERENCE, encoding="utf-8")

@@ -437,3 +437,66 @@ def test_student_prints_and_raises_script_through_the_sandbox(rubric, pool, writ
     html = render_html(result)
     assert "<script" not in html.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+
+
+# ---- limits and output, said where the student looks (issue 53.7) -----------------------------------------
+
+
+def _limited(**fields: object) -> GradeResult:
+    return GradeResult(submission="h.py", seed=1, score=0, max_score=10, checks=[], rubric="r", duration_s=0, **fields)  # type: ignore[arg-type]
+
+
+def test_the_terminal_says_the_memory_cap_and_the_captured_output() -> None:
+    from grader.models import LimitHit, StudentOutput
+    from grader.report.terminal import render_terminal
+
+    result = _limited(
+        limits_hit=[LimitHit(limit="memory", cap_mb=2048, tried_bytes=8 << 30)],
+        output=StudentOutput(text="x" * 65536, truncated=True, bytes_dropped=14 << 20),
+    )
+    console = Console(width=200, record=True, force_terminal=False)
+    render_terminal(result, console, report="report.html")
+    lines = console.export_text().splitlines()
+    text = " ".join(" ".join(lines).split())
+    assert "Memory cap hit: your code tried to allocate 8 GiB, and a submission may use at most 2048 MiB" in text
+    assert (
+        "Output captured: your code printed 14.1 MiB while being graded; the first 64 KiB were kept (read it in "
+        "report.html) and the rest dropped." in text
+    )
+    assert lines[-1].startswith("Score: ")
+    small = _limited(output=StudentOutput(text="debug\n"))
+    said = wording.limit_lines(small)
+    assert said == ["Output captured: your code printed 6 bytes while being graded, not shown here (rerun with --html "
+                    "report.html to read it)."]  # fmt: skip
+    assert wording.limit_lines(_limited()) == []
+
+
+def test_no_sentence_speaks_of_a_change_when_no_change_was_named() -> None:
+    """Issue 53.7: a crash alone proven complete: 'With cause (1) fixed', never 'With this change'."""
+    from grader.models import Diagnosis, DiagnosisProof
+
+    crash = Diagnosis(id="crash:causal_self_attention", title="raises", hint="h", cites="c", kind="crash")
+    proven = _limited(diagnosis=[crash], diagnosis_complete=DiagnosisProof(changes=1, checks=["causal_mask"]))
+    line = wording.diagnosis_complete_line(proven)
+    assert line is not None and line.startswith("With cause (1) fixed your head") and "this change" not in line
+    change = crash.model_copy(update={"id": "no_scaling", "kind": "mutation"})
+    line = wording.diagnosis_complete_line(_limited(diagnosis=[change], diagnosis_complete=proven.diagnosis_complete))
+    assert line is not None and line.startswith("With this change")
+
+
+def test_an_allocation_the_cap_refused_is_a_limit_hit(write_head: Any, rubric: Any, pool: Any) -> None:
+    """Issue 53.7: torch's allocator error in the worker is recorded as the memory cap met, with what was tried."""
+    from grader.library import reference_path
+    from grader.runner import grade
+
+    reference = reference_path().read_text(encoding="utf-8")
+
+    source = reference.replace(
+        "    T = X.shape[1]\n", "    big = torch.ones(8 << 30, dtype=torch.uint8)  # 8 GiB\n    T = X.shape[1]\n", 1
+    )
+    result = grade(write_head(source), rubric, pool=pool, only=["interface"], visuals=False)
+    assert [(h.limit, h.cap_mb, h.tried_bytes) for h in result.limits_hit] == [
+        ("memory", rubric.limits.memory_mb, 8 << 30)
+    ]
+    clean = grade(write_head(reference, "clean"), rubric, pool=pool, only=["interface"], visuals=False)
+    assert clean.limits_hit == []

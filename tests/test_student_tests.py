@@ -10,6 +10,7 @@ import ast
 import json
 import os
 import random
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -485,10 +486,19 @@ def test_the_kit_counts_the_templates_skips_as_skips(tmp_path: Path, rubric: Rub
     d = submission(tmp_path)
     shutil.copy(TEMPLATE, d / TEMPLATE.name)
     verdict = own_head_suite(d, reference_path().read_text(), rubric, pool=suite_pool)
-    assert verdict.message.splitlines() == [
-        "Your tests pass on your own head: 1 passed, 7 skipped.",
-        "The 7 skipped tests check nothing: replace each pytest.skip(...) with a real test.",
-    ]
+    lines = verdict.message.splitlines()
+    assert lines[0] == "Your tests pass on your own head: 1 passed, 7 skipped."
+    assert lines[-1] == "The 7 skipped tests check nothing: replace each pytest.skip(...) with a real test."
+    assert verdict.status == "passed" and verdict.pending  # issue 53.1: graded on submission, pending here
+    own = verdict.own_tests
+    assert own is not None and (own.passed, own.failed, own.skipped) == (1, 0, 7)
+    # issue 53.1: the one real test (rows in the simplex) catches the mutants that break the rows or crash, and
+    # misses the scale, the causal branch and the diagonal of the mask, each named at its line of the head
+    assert own.mutants == 8 and own.caught == 5, own
+    survived = {(m.before, m.after) for m in own.survived}
+    assert ("causal", "not causal") in survived
+    assert lines[1].startswith("Mutation testing: your tests catch 5 of 8 mutations of your head")
+    assert any(ln.startswith("- attention_head.py:49: causal  ->  not causal") for ln in lines), lines
 
 
 def test_the_kit_counts_every_failure_and_shows_the_first(
@@ -499,10 +509,11 @@ def test_the_kit_counts_every_failure_and_shows_the_first(
     (d / TEMPLATE.name).write_text(TEMPLATE.read_text() + TWO_FAILING)
     verdict = own_head_suite(d, reference_path().read_text(), rubric, pool=suite_pool)
     line = len(TEMPLATE.read_text().splitlines()) + 6
+    assert verdict.status == "failed" and verdict.pending  # issue 53.9: failing, not a grey skip; 53.1: pending
+    assert verdict.reproduce == "pytest test_attention_head.py::test_row_zero_sees_key_one"  # issue 53.9
     assert verdict.message.splitlines()[:6] == [
         "Your test test_attention_head.py::test_row_zero_sees_key_one fails on your own head (2 failed, 1 passed, "
-        "7 skipped; the first failure is shown): either the head or the test is wrong; the other checks tell "
-        "which property the head breaks.",
+        "7 skipped; the first failure is shown):",
         f"  test_attention_head.py, line {line}, in test_row_zero_sees_key_one",
         '    assert weights[0, 0, 1] == 1, "first line\\nsecond line"',  # the student's own source, as written
         "  AssertionError: first line",
@@ -550,3 +561,37 @@ def test_every_input_the_catalog_names_is_one_the_grader_observes() -> None:
     assert {c.id for c in said} >= {"scale_by_sqrt_d_model", "causal_flag_ignored", "no_value_projection"}
     for c in said:
         assert c.uses in USES and c.missed_if_used.strip() and c.function in ALWAYS_IN_SCOPE, c.id
+
+
+def test_the_kit_takes_the_run_a_pytest_session_made(
+    tmp_path: Path, rubric: Rubric, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 53.9: under ``pytest --step4`` the session has run the student's tests on the head; the kit's
+    student_tests reads that run (pytest's own failure text, tests/ kept in the ids) and runs no suite again."""
+    import grader.checks._student_tests as suites
+    from grader.checks._student_tests import session_run
+
+    d = submission(tmp_path)
+    (d / "tests").mkdir()
+    (d / "tests" / "test_more.py").write_text("def test_more():\n    assert 0\n")
+    text = "tests/test_more.py:2: in test_more\n    assert 0\nE   assert 0"
+    ran = session_run({"tests/test_more.py::test_more": ("failed", text), "test_a.py::test_a": ("passed", "")})
+    monkeypatch.setattr(suites, "run_suite", lambda *a, **k: pytest.fail("the suite was run again"))
+    verdict = own_head_suite(d, reference_path().read_text(), rubric, ran=ran)
+    assert verdict.status == "failed" and verdict.own_tests is not None
+    assert verdict.own_tests.failing == ["tests/test_more.py::test_more"]
+    assert (
+        verdict.message.splitlines()[0]
+        == "Your test tests/test_more.py::test_more fails on your own head (1 failed, 1 passed):"
+    )
+    assert "E   assert 0" in verdict.message and verdict.reproduce == "pytest tests/test_more.py::test_more"
+
+
+def test_a_long_line_of_a_failure_is_cut_between_tokens() -> None:
+    """Issue 53.9: a line past the excerpt's width is cut at a space and marked, never inside a token."""
+    from grader.checks._student_tests import EXCERPT_WIDTH, _excerpt
+
+    words = " ".join(f"token{k:03d}" for k in range(40))
+    shown = _excerpt(f"E   AssertionError: {words}").splitlines()[0]
+    assert len(shown) <= EXCERPT_WIDTH and shown.endswith(" …")
+    assert re.fullmatch(r"AssertionError: (token\d{3} )+…", shown), shown

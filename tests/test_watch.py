@@ -83,10 +83,40 @@ def test_change_line_names_each_changed_verdict_and_the_score() -> None:
     assert change_line(None, after) == "Since the last run: nothing yet (first grade of this watch; score 29 / 32)"
 
 
+def test_a_newly_failing_test_of_the_students_is_a_change() -> None:
+    """Issue 53.6: the kit's student_tests stays pending at the same score when a second test of the student's fails
+    on the head; the change line names it, never 'no change'."""
+    from grader.models import OwnTests
+
+    def tests(*failing: str) -> CheckResult:
+        own = OwnTests(passed=3 - len(failing), failed=len(failing), skipped=0, failing=list(failing))
+        check = _check("student_tests", "failed" if failing else "passed", 0, 9)
+        return check.model_copy(update={"pending": "graded on submission", "own_tests": own})
+
+    same = _check("x", "passed", 8)
+    one, two = _result(same, tests("t.py::test_a")), _result(same, tests("t.py::test_a", "tests/t2.py::test_b"))
+    assert change_line(one, two) == ("Since the last run: student_tests: tests/t2.py::test_b now fails; score 8 -> 8")
+    assert change_line(two, one) == "Since the last run: student_tests: tests/t2.py::test_b now passes; score 8 -> 8"
+    assert change_line(_result(same, tests()), one) == (
+        "Since the last run: student_tests: passed -> failed (t.py::test_a now fails); score 8 -> 8"
+    )
+
+
+def test_a_file_is_watched_with_the_tests_folder_beside_it(tmp_path: Path) -> None:
+    """Issue 53.6: a save in the tests/ folder beside a graded file is seen (the watch takes that folder too)."""
+    (tmp_path / "tests").mkdir()
+    head = tmp_path / "attention_head.py"
+    folders, recursive, relevant = watched(head)
+    root = tmp_path.resolve()
+    assert folders == (root, root / "tests") and not recursive
+    assert relevant(root / "tests" / "test_more.py") and relevant(root / "test_mine.py")
+    assert not relevant(root / "tests" / "data" / "x.py")
+
+
 def test_what_is_watched(tmp_path: Path) -> None:
     (tmp_path / "attention_head.py").write_text("")
-    folder, recursive, relevant = watched(tmp_path, ignore=(tmp_path / "out.py",))
-    assert folder == tmp_path.resolve() and recursive
+    folders, recursive, relevant = watched(tmp_path, ignore=(tmp_path / "out.py",))
+    assert folders == (tmp_path.resolve(),) and recursive
     root = tmp_path.resolve()
     for name in ("attention_head.py", "test_mine.py", "tests/test_more.py", "Step 4/attention_head.py", "nb.ipynb"):
         assert relevant(root / name), name  # the module, helpers, the student's tests, a notebook
@@ -95,8 +125,8 @@ def test_what_is_watched(tmp_path: Path) -> None:
     assert not relevant(tmp_path.parent / "elsewhere.py")
 
     single = tmp_path / "mine.ipynb"
-    folder, recursive, relevant = watched(single)
-    assert folder == root and not recursive  # a file is watched through its folder: editors replace it
+    folders, recursive, relevant = watched(single)
+    assert folders == (root,) and not recursive  # a file is watched through its folder: editors replace it
     assert relevant(single.resolve()) and not relevant(root / "attention_head.py")
 
 

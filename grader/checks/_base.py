@@ -19,7 +19,7 @@ import torch
 from grader.compare import Mismatch
 from grader.head import Head, HeadCall, MissingFunction, NonFinite, StudentFailure, compared_non_finite
 from grader.inputs import FAMILIES, Case, Shape, check_seed, family_cases, make_case
-from grader.models import Counterexample, Heatmap, SourceSpot, Stop, StopKind, Unobserved
+from grader.models import Counterexample, Heatmap, OwnTests, SourceSpot, Stop, StopKind, Unobserved
 from grader.models import Mismatch as MismatchRecord
 from grader.oracle import Oracle
 from grader.rubric import Rubric
@@ -75,6 +75,9 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     counted: bool = True  # False: not graded in this edition (the student kit's own-head test run): 0 of 0 points
     advice: str | None = None  # the check's own advice: said only where no named cause explains it (CheckResult)
+    pending: str | None = None  # why its points are not graded in this edition (the student kit's student_tests)
+    own_tests: OwnTests | None = None  # the student's tests on their own head and its mutations (the student kit)
+    reproduce: str | None = None  # the line that reruns what failed, when it is not `grade --only` (a pytest command)
     # the evidence as data (issue 51): what the views and the diagnosis read instead of the message's words
     mismatch: Mismatch | None = None
     stopped: list[Stop] = field(default_factory=list)  # what stopped the check (group None), its cases, its groups
@@ -136,6 +139,7 @@ class Ctx:
     submission_dir: Path | None = None  # the prepared submission folder (its test files), never imported
     pool: WorkerPool | None = None  # workers for checks that need sandboxes of their own (student tests)
     memo: dict[str, object] = field(default_factory=dict)  # shared by the checks of one grading (measurements)
+    own_run: object | None = None  # the student's tests as a pytest session ran them (pytest --step4), or None
     # bitwise comparisons made by :meth:`same`: how many, how many compared a finite number, and the first case
     # where one compared none (issue 30: an invariance seen only on NaN was not observed)
     compared: int = 0

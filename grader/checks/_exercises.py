@@ -73,8 +73,10 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
                 heatmaps=_maps(got, exp),
             )
     T = 8
+    identity = torch.eye(T, dtype=torch.float64)
     limits = (
-        (1e-3, torch.eye(T, dtype=torch.float64), "the identity (each position reads only itself)"),
+        (1e-3, identity, "the identity (each position reads only itself)"),
+        (0.0, identity, "the identity (each position reads only itself), as the template's docstring promises"),
         (
             1e6,
             torch.tril(torch.ones(T, T, dtype=torch.float64)) / torch.arange(1, T + 1)[:, None],
@@ -92,7 +94,10 @@ def gaussian_kernel(ctx: Ctx) -> Verdict:
                 mismatch=bad,
                 heatmaps=_maps(got, limit),
             )
-    return passed("The kernel matches the reference for several bandwidths, and both limits hold.")
+    return passed(
+        "The kernel matches the reference for several bandwidths, and both limits hold: h -> 0 (and h = 0) gives "
+        "the identity, h -> infinity the running mean."
+    )
 
 
 @check(
@@ -226,4 +231,15 @@ def score_scale_experiment(ctx: Ctx) -> Verdict:
         )
     if again[0] == again[2]:
         return failed("score_scale_statistics gave identical numbers for different seeds: use the seed argument.")
+    drawn = ctx.head.statistics_global_rng(16, T=16, n_samples=8, seed=seed)
+    if drawn:  # reproducible, yet seeded or drawn from a global generator (issue 53.2)
+        names = {"torch": "torch's global generator (torch.manual_seed, torch.randn without generator=)",
+                 "numpy": "NumPy's global generator (np.random.seed, np.random.randn)",
+                 "random": "Python's random module"}  # fmt: skip
+        return failed(
+            f"score_scale_statistics changed the global random state: it seeded or drew from "
+            f"{' and '.join(names[g] for g in drawn)}. Its numbers are reproducible, but the global random "
+            "generator is shared with everything else the program runs (the README forbids it): draw Q and K from "
+            "g = torch.Generator().manual_seed(seed), passing generator=g (Exercise 3)."
+        )
     return passed("Raw score std ≈ sqrt(d_k), scaled std ≈ 1, and typical largest weights agree (d_k = 16, 64, 256).")

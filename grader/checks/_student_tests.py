@@ -40,6 +40,7 @@ import builtins
 import contextlib
 import random
 import re
+import shlex
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
@@ -51,7 +52,9 @@ from typing import Literal
 
 from grader._syntax import parse
 from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
+from grader.checks._mutants import mutations
 from grader.library import KnownHead, indistinguishable, known_heads, reference_path
+from grader.models import FAILING, CheckResult, Mutant, OwnTests
 from grader.rubric import EntryPoints, Rubric
 from grader.sandbox import Reply, Sandbox, SandboxLimits, WorkerPool
 from grader.sandbox._private import PrivateDir
@@ -487,11 +490,19 @@ def _excerpt(text: str) -> str:
             shown += [said] if said else []
         else:
             shown.append("  " + line.strip())
-    shown = [SANDBOX_PATH.sub("", line)[:EXCERPT_WIDTH] for line in shown]
+    shown = [_within(SANDBOX_PATH.sub("", line)) for line in shown]
     if len(shown) > EXCERPT_LINES:
         rest = len(shown) - EXCERPT_LINES + 1
         shown = [*shown[: EXCERPT_LINES - 1], f"... ({rest} more lines: run pytest on this test to see them)"]
     return "\n".join(shown)
+
+
+def _within(line: str) -> str:
+    """A line of at most ``EXCERPT_WIDTH`` characters, cut at a space (never inside a token) and marked."""
+    if len(line) <= EXCERPT_WIDTH:
+        return line
+    cut = line.rfind(" ", 0, EXCERPT_WIDTH - 2)
+    return line[: cut if cut > EXCERPT_WIDTH // 2 else EXCERPT_WIDTH - 2].rstrip() + " …"
 
 
 _SHORTENED = re.compile(r"\n?\[(?:\+\d+ more lines?|truncated); full report in element text\]$")
@@ -811,45 +822,198 @@ def student_tests(ctx: Ctx) -> Verdict:
     if ctx.submission_dir is None:
         return skipped("This grading run has no submission folder, so your tests could not be run.")
     if ctx.ref.module is None:  # the student kit: no correct head and no known bugs to run the suite on
-        return own_head_suite(ctx.submission_dir, ctx.source, ctx.rubric, pool=ctx.pool)
+        ran = ctx.own_run if isinstance(ctx.own_run, Run) else None
+        return own_head_suite(ctx.submission_dir, ctx.source, ctx.rubric, pool=ctx.pool, ran=ran)
     return grade_suite(ctx.submission_dir, ctx.rubric, pool=ctx.pool)
 
 
-KIT_SUITE_NOTE = (
-    "Student kit: this check is graded when you submit, against the instructor's heads: your tests must pass "
-    "on a correct head and fail on each known buggy one. Here they ran on your own head; no points either way."
+PENDING = (
+    "student_tests is graded when you submit: your tests are run on a correct head, which they must pass, and on "
+    "the instructor's known buggy heads, of which they should catch as many as possible; this kit has neither, so "
+    "here they run on your own head and on mutations of it."
 )
 
 
-def own_head_suite(submission_dir: Path, head: str, rubric: Rubric, *, pool: WorkerPool | None = None) -> Verdict:
-    """The student kit's student_tests: the suite on the student's own head, not counted in the score."""
+def own_head_suite(
+    submission_dir: Path, head: str, rubric: Rubric, *, pool: WorkerPool | None = None, ran: Run | None = None
+) -> Verdict:
+    """The student kit's student_tests: the suite on the student's own head, then on mutations of it (see
+    grader/checks/_mutants.py); its points are pending (graded on submission), its status what the kit saw.
+    ``ran``: the suite as a pytest session already ran it on this head (``pytest --step4``), not run again."""
     entry, limits = rubric.entry_points, rubric.limits
     files, notes = suite_files(submission_dir, entry.module)
     tests = [n for n in files if is_test_file(n)]
     if not tests:
-        message = NO_TESTS
-    else:
-        with _pool_for(pool, limits, 1) as (active, _):
-            run = run_suite(files, head, limits, active, entry.module, exitfirst=False)
-        message = _own_run_message(run)
-    return Verdict("skipped", message, notes=[*notes, KIT_SUITE_NOTE], counted=False)
+        return Verdict("skipped", NO_TESTS, notes=notes, pending=PENDING)
+    shown = shown_names(submission_dir, files)
+    with _pool_for(pool, limits, 1) as (active, _):
+        run = ran or run_suite(files, head, limits, active, entry.module, exitfirst=False)
+        tally = Tally.of(run.cases)
+        failing = [shown_id(c.id, shown) for c in run.failures]
+        asserts = _docstring(files, run.failures[0].id) if run.failures else ""
+        own = OwnTests(
+            passed=tally.passed,
+            failed=tally.failed + tally.errors,
+            skipped=tally.skipped,
+            failing=failing,
+            asserts=asserts,
+        )
+        if run.outcome == "passed":
+            sources = "\n".join(files[n].decode("utf-8", "replace") for n in tests)
+            own = _mutation_tested(own, files, head, sources, rubric, active)
+    status = "passed" if run.outcome == "passed" else "timeout" if run.outcome == "timeout" else "failed"
+    if run.outcome == "empty":
+        status = "skipped"
+    verdict = Verdict(status, _own_run_message(run, own, shown), notes=notes, pending=PENDING, own_tests=own)  # type: ignore[arg-type]
+    if run.failures:
+        verdict.reproduce = "pytest " + " ".join(shlex.quote(t) for t in failing[:1])
+    return verdict
 
 
-def _own_run_message(run: Run) -> str:
-    """The kit's words on a run of every test on the student's own head: pytest's counts, and the first
-    failure as pytest shows it (the head is the student's, so all of it may be quoted)."""
+def session_run(seen: dict[str, tuple[str, str]]) -> Run:
+    """A pytest session's run of the student's tests (node id -> outcome, pytest's failure text) as a :class:`Run`:
+    what ``pytest --step4`` saw, which the kit's student_tests then takes (the tests are not run twice)."""
+    cases = [
+        Reported(node, outcome, text.strip().splitlines()[-1] if text.strip() else "", excerpt=_tail(text))  # type: ignore[arg-type]
+        for node, (outcome, text) in seen.items()
+    ]
+    bad = any(c.outcome in ("failed", "error") for c in cases)
+    ran = any(c.outcome == "passed" for c in cases)
+    outcome: Outcome = "failed" if bad else "passed" if ran else "empty"
+    return Run(outcome, cases, "" if ran or bad else "every test was skipped")
+
+
+def _tail(text: str) -> str:
+    """The last lines of pytest's own failure text (its E lines and where), at most ``EXCERPT_LINES``."""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-EXCERPT_LINES:])
+
+
+def _mutation_tested(
+    own: OwnTests, files: dict[str, bytes], head: str, sources: str, rubric: Rubric, pool: WorkerPool
+) -> OwnTests:
+    """``own`` with the suite run on each mutant of the head (a mutant is caught when the run does not pass)."""
+    entry = rubric.entry_points
+    names = {getattr(entry, f) for f in ALWAYS_IN_SCOPE}
+    contract = {alias for name, alias in entry.model_dump().items() if name != "module"}
+    mentioned = {n for n in contract if re.search(rf"\b{re.escape(n)}\b", sources)}
+    helpers = _helpers(head, contract)  # the head's own helpers and classes: what the contract's functions call
+    made = mutations(head, sorted(names | mentioned | helpers))
+    found: list[Mutant] = []
+    for m in made:
+        run = run_suite(files, m.source, rubric.limits, pool, entry.module)
+        found.append(Mutant(file=f"{entry.module}.py", line=m.line, before=m.before, after=m.after,
+                            caught=run.outcome != "passed"))  # fmt: skip
+    caught = sum(m.caught for m in found)
+    survived = [m for m in found if not m.caught]
+    return own.model_copy(update={"mutants": len(found), "caught": caught, "survived": survived})
+
+
+def _docstring(files: dict[str, bytes], test_id: str) -> str:
+    """The first line of the docstring of test ``file.py::name`` (a class's method too), or ''."""
+    file, _, rest = test_id.partition("::")
+    parts = [p.partition("[")[0] for p in rest.split("::")] if rest else []
+    try:
+        nodes: list[ast.stmt] = list(parse(files[file].decode("utf-8", "replace")).body)
+    except (KeyError, SyntaxError, ValueError):
+        return ""
+    found: ast.AST | None = None
+    for part in parts:
+        found = next((n for n in nodes if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == part), None)
+        if found is None:
+            return ""
+        nodes = list(getattr(found, "body", []))
+    doc = ast.get_docstring(found) if isinstance(found, ast.FunctionDef | ast.ClassDef) else None
+    return doc.strip().split("\n", 1)[0].strip() if doc else ""
+
+
+def _helpers(head: str, contract: set[str]) -> set[str]:
+    """The top-level functions and classes of ``head`` that are not contract names (a helper, an nn.Module)."""
+    try:
+        tree = parse(head)
+    except (SyntaxError, ValueError):
+        return set()
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {n.name for n in tree.body if isinstance(n, defs) and n.name not in contract}
+
+
+def shown_names(submission_dir: Path, files: dict[str, bytes]) -> dict[str, str]:
+    """Each suite file's name as the student knows it: ``tests/test_x.py`` for one taken from the tests/ folder
+    (the suite folder is flat)."""
+    top = {p.name for p in submission_dir.glob("*.py")}
+    return {name: name if name in top else f"tests/{name}" for name in files}
+
+
+def shown_id(test_id: str, shown: dict[str, str]) -> str:
+    """A test's id with its file as the student knows it (``tests/test_x.py::test_y``)."""
+    file, sep, rest = test_id.partition("::")
+    if test_id.startswith("file "):
+        name = test_id[len("file ") :]
+        return f"file {shown.get(name, name)}"
+    return f"{shown.get(file, file)}{sep}{rest}"
+
+
+SHOWN_SURVIVORS = 5  # mutations that survived, listed by line (the rest counted)
+
+
+def _own_run_message(run: Run, own: OwnTests, shown: dict[str, str]) -> str:
+    """The kit's words on the student's tests on their own head: pytest's counts, the first failure as pytest
+    shows it (the head is the student's, so all of it may be quoted), and what the mutants showed."""
     tally = Tally.of(run.cases)
     advice = "".join(f"\n{line}" for line in (tally.skip_advice(),) if line)
     if run.outcome == "passed":
-        return f"Your tests pass on your own head: {tally.words()}.{advice}"
+        return f"Your tests pass on your own head: {tally.words()}.{_mutants_words(own)}{advice}"
     if run.outcome in ("broken", "timeout", "empty"):
         what = {"timeout": "did not finish", "empty": "ran no test", "broken": "did not complete"}[run.outcome]
         counted = f" ({tally.words()})" if run.cases else ""
         return f"Your tests {what} on your own head: {run.detail}{counted}.{advice}"
     case = run.failures[0]
-    quoted = "  " + (case.excerpt or case.message).replace("\n", "\n  ")
+    excerpt = _shown_files(case.excerpt or case.message, shown)
+    quoted = "  " + excerpt.replace("\n", "\n  ")
     first = "" if len(run.failures) == 1 else "; the first failure is shown"
-    return (
-        f"Your test {case.id} fails on your own head ({tally.words()}{first}): either the head or the test is "
-        f"wrong; the other checks tell which property the head breaks.\n{quoted}{advice}"
+    return f"Your test {own.failing[0]} fails on your own head ({tally.words()}{first}):\n{quoted}{advice}"
+
+
+def _shown_files(text: str, shown: dict[str, str]) -> str:
+    """An excerpt's frames with each suite file named as the student knows it."""
+    for name, known in shown.items():
+        if known != name:
+            text = re.sub(rf"(?m)^{re.escape(name)}, line ", f"{known}, line ", text)
+    return text
+
+
+def _mutants_words(own: OwnTests) -> str:
+    if not own.mutants:
+        return ""
+    said = (
+        f"\nMutation testing: your tests catch {own.caught} of {own.mutants} mutations of your head (one small change "
+        "of your code at a time, as mutmut makes them; a mutation is caught when some test fails on it)."
     )
+    if own.survived:
+        said += " No test failed on these (add a test that would):"
+        for m in own.survived[:SHOWN_SURVIVORS]:
+            said += f"\n- {m.file}:{m.line}: {m.before}  ->  {m.after}"
+        if len(own.survived) > SHOWN_SURVIVORS:
+            said += f"\n- ... and {len(own.survived) - SHOWN_SURVIVORS} more."
+    return said
+
+
+def uncovered(check: CheckResult, others: list[CheckResult]) -> CheckResult:
+    """The kit's student_tests with a test failing on the student's head, told what the other checks say: where
+    every graded check passes, the test asserts a property no check covers (its own words, its docstring); where
+    some fail, those tell which property the head breaks."""
+    own = check.own_tests
+    if own is None or not own.failing or check.status not in FAILING:
+        return check
+    graded = [c for c in others if c.id != check.id and c.pending is None and c.max_score > 0 and not c.extra_credit]
+    if graded and all(c.status == "passed" for c in graded):
+        asserts = f" ({own.asserts})" if own.asserts else ""
+        said = (
+            f"Every check of the grader passes on your head, so {own.failing[0]} asserts a property no check "
+            f"covers{asserts}. Check it against the lecture result it cites: on submission your tests must pass on a "
+            "correct head."
+        )
+    else:
+        said = "The failing checks tell which property your head breaks; fix those first, then run the test again."
+    head, sep, rest = check.message.partition("\n")
+    return check.model_copy(update={"message": f"{head}\n{said}{sep}{rest}"})

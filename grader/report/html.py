@@ -452,6 +452,7 @@ def render_html(result: GradeResult, *, show_hidden: bool = False) -> str:
             tally=wording.tally(result),
             score_line=wording.score_line(result),
             scoring_line=wording.scoring_line(result),
+            pending_line=wording.pending_line(result),
             diagnosis_error_line=wording.diagnosis_error_line(result),
             percent=result.percent,
             visuals=visuals,

@@ -147,8 +147,11 @@ def _causes(result: GradeResult, console: Console, *, table: bool) -> None:
         _line(console, Text(proven, "bold"), table=table)
 
 
-def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool = False) -> None:
-    """Print the summary of ``result`` to ``console``: root causes, then one line per check."""
+def render_terminal(
+    result: GradeResult, console: Console, *, show_hidden: bool = False, report: str | None = None
+) -> None:
+    """Print the summary of ``result`` to ``console``: root causes, then one line per check. ``report``: the HTML
+    report this run wrote, where the captured output can be read."""
     id_width = max((len(c.id) for c in result.checks), default=1)
     points = points_width(result)
     table = table_layout(console)
@@ -171,8 +174,8 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
             number = wording.cause_numbers(result)[crash]
             pointer = f"Could not run: see cause ({number}) above. {COMMAND}{check.reproduce}"
             _indented(console, Text(pointer), table=table)
-        elif wording.is_problem(check) or check.status == "skipped":
-            style = "" if wording.is_problem(check) else "dim"
+        elif wording.is_problem(check) or check.status == "skipped" or check.pending is not None:
+            style = "" if wording.is_problem(check) or check.pending is not None else "dim"
             for line in wording.text(check).splitlines():  # line by line: a multi-line Text pads each to the longest
                 _indented(console, Text(line, style), table=table)
             if wording.pointer(result, check):
@@ -182,6 +185,11 @@ def render_terminal(result: GradeResult, console: Console, *, show_hidden: bool 
     failed = wording.diagnosis_error_line(result)
     if failed:  # the grader's own error is never silent (issue 35)
         _line(console, Text(failed, "bold red"), table=table)
+    for line in wording.limit_lines(result, report):  # the caps met, said where the student looks (issue 53.7)
+        _line(console, Text(line, "bold yellow" if line.startswith("Memory") else ""), table=table)
+    pending = wording.pending_line(result)
+    if pending:  # the points this edition cannot grade, and why (issue 53.1)
+        _line(console, Text(pending, "bold"), table=table)
     counted = wording.scoring_line(result)
     if counted:  # just above the score line, which stays last (tools and --watch read it)
         _line(console, Text(counted, "bold" if result.scoring == "mistakes" else "dim"), table=table)

@@ -69,7 +69,9 @@ def fmt_points(x: float) -> str:
 
 
 def points(check: CheckResult) -> str:
-    """'8 / 8', '0 / 15', or '+2 extra' style for extra credit."""
+    """'8 / 8', '0 / 15', '+2 / 3 extra' for extra credit, 'pending / 9' for points graded on submission."""
+    if check.pending is not None:
+        return f"pending / {fmt_points(check.max_score)}"
     if check.extra_credit:
         return f"+{fmt_points(check.score)} / {fmt_points(check.max_score)} extra"
     return f"{fmt_points(check.score)} / {fmt_points(check.max_score)}"
@@ -120,6 +122,8 @@ def score_line(result: GradeResult) -> str:
     text = f"Score: {fmt_points(result.score)} / {fmt_points(result.max_score)} ({result.percent:.1f}%)"
     if extra:
         text += f", including {fmt_points(extra)} extra credit"
+    if result.pending_points:
+        text += f"; {fmt_points(result.pending_points)} points pending"
     counts = tally(result)
     parts = [f"{n} {STATUS_LABEL[s].lower()}" for s, n in counts.items() if n]
     return f"{text} — {', '.join(parts)}" if parts else text
@@ -137,6 +141,17 @@ def scoring_line(result: GradeResult) -> str | None:
             f"{fmt_points(by_checks)} / {fmt_points(result.max_score)})."
         )
     return None
+
+
+def pending_line(result: GradeResult) -> str | None:
+    """'Pending, 9 points: student_tests is graded when you submit: ...' (each check this edition cannot grade, with
+    its reason), or None. Printed above the score line, which counts these points in its total, never in its score."""
+    said = [
+        f"Pending, {fmt_points(c.max_score)} point{'s' if c.max_score != 1 else ''}: {c.pending}"
+        for c in result.checks
+        if c.pending is not None and c.max_score and not c.extra_credit
+    ]
+    return " ".join(said) or None
 
 
 def diagnosis_error_line(result: GradeResult) -> str | None:
@@ -163,6 +178,10 @@ def diagnosis_complete_line(result: GradeResult) -> str | None:
         return None
     n = proof.changes
     changes, them = ("this change", "it") if n == 1 else (f"these {n} changes", "them")
+    if not any(d.kind in ("mutation", "departure") for d in result.diagnosis):  # no change was named (issue 53.7)
+        causes = [f"({k})" for k, d in enumerate(result.diagnosis, start=1)]
+        changes = f"cause {causes[0]} fixed" if len(causes) == 1 else f"causes {', '.join(causes)} fixed"
+        them = "that fix" if len(causes) == 1 else "those fixes"
     k = len(proof.checks)
     failed = "the check that failed passes" if k == 1 else f"the {k} checks that failed pass"
     rest = ""
@@ -223,6 +242,42 @@ def output_note(result: GradeResult, *, shown_chars: int | None = None) -> str:
     if out.truncated:
         notes.append(f"Truncated: your code printed {out.bytes_dropped} more bytes, which the grader dropped.")
     return " ".join(notes)
+
+
+def _size(n: float) -> str:
+    """Bytes as the caps are set: '850 bytes', '64 KiB', '13.4 MiB', '8 GiB'."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:g} bytes"
+
+
+def limit_lines(result: GradeResult, report: str | None = None) -> list[str]:
+    """What the terminal says of the sandbox's limits the submission met (issue 53.7): the memory cap that refused
+    an allocation, and the output it printed, captured (how much, where to read it). ``report``: the HTML report
+    this run wrote, if any."""
+    lines = []
+    read = f"read it in {report}" if report else "rerun with --html report.html to read it"
+    for hit in result.limits_hit:
+        tried = f"tried to allocate {_size(hit.tried_bytes)}" if hit.tried_bytes else "asked for more memory"
+        lines.append(
+            f"Memory cap hit: your code {tried}, and a submission may use at most {hit.cap_mb} MiB (the rubric's "
+            "limits.memory_mb), so the allocation failed; the error above is the cap's, not a bug of the grader. "
+            "No tensor of this head needs more than (B, T, T) entries."
+        )
+    out = result.output
+    if out.text:
+        kept = len(out.text.encode("utf-8", "replace"))
+        if out.truncated:
+            lines.append(
+                f"Output captured: your code printed {_size(kept + out.bytes_dropped)} while being graded; the first "
+                f"{_size(kept)} were kept ({read}) and the rest dropped."
+            )
+        else:
+            lines.append(
+                f"Output captured: your code printed {_size(kept)} while being graded, not shown here ({read})."
+            )
+    return lines
 
 
 def unavailable(reason: str) -> str:
@@ -327,7 +382,7 @@ def stage_caption(stage: str) -> str:
 
 def unexplained_line(result: GradeResult) -> str | None:
     """The failing checks no cause explains, said plainly: no named cause and no departure was found."""
-    left = [c.id for c in result.checks if c.status in FAILING and not c.causes]
+    left = [c.id for c in result.checks if c.status in FAILING and not c.causes and c.pending is None]
     if not left:
         return None
     return (

@@ -158,6 +158,21 @@ def _seed_all(seed: int, device: str = "cpu") -> None:
         np.random.seed(seed % (1 << 32))
 
 
+def _global_rng_states() -> dict[str, bytes]:
+    """The state of every global generator a function may seed or draw from (torch's CPU generator, NumPy's
+    legacy one when NumPy is imported, ``random``), as bytes to compare."""
+    import pickle
+    import random
+    import sys
+
+    states = {"torch": bytes(torch.default_generator.get_state().numpy()), "random": pickle.dumps(random.getstate())}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        kind, keys, pos, gauss, cached = np.random.get_state(legacy=True)
+        states["numpy"] = bytes(keys) + pickle.dumps((kind, pos, gauss, cached))
+    return states
+
+
 def op_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Header, Tensors]:
     """Call ``module.<fn>(*args, **kwargs)``, optionally timing, tracing and differentiating it.
 
@@ -175,6 +190,7 @@ def op_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Heade
     kwargs = {k: _arg(s, inputs) for k, s in params.get("kwargs", {}).items()}
     if params.get("seed") is not None:
         _seed_all(int(params["seed"]), params.get("device", "cpu"))
+    rng = _global_rng_states() if params.get("watch_rng") else None  # after the seeding: the call's own draws
     seen: list[str] = []
     times: list[float] = []
     grad_ctx = torch.no_grad() if params.get("no_grad") else contextlib.nullcontext()
@@ -187,6 +203,8 @@ def op_call(module: ModuleType, params: Header, tensors: Tensors) -> tuple[Heade
             times.append(time.perf_counter() - t0)
     out: Tensors = {}
     header: Header = {"result": _flatten(result, out), "times": times, "traced": sorted(set(seen))}
+    if rng is not None:  # which global generators the call seeded or drew from (the grader judges)
+        header["global_rng"] = [name for name, state in _global_rng_states().items() if state != rng.get(name)]
     # Jacobian rows first: they keep the graph alive (retain_graph) for the gradients after them.
     if params.get("jacobian_rows"):
         header["jacobian"] = _jacobian_rows(_outputs(result), inputs, params["jacobian_rows"], out)
@@ -412,14 +430,33 @@ def op_time_head(module: ModuleType, params: Header, tensors: Tensors) -> tuple[
         times[f"{who}_s"].append(time.perf_counter() - t0)
         times[f"{who}_cpu_s"].append(time.process_time() - c0)
 
+    returned: list[Any] = []
+
+    def student() -> None:
+        returned[:] = [fn(X, W_Q, W_K, W_V)]
+
     with torch.no_grad():
         for _ in range(max(1, int(params.get("rounds", 5)))):
             for _ in range(max(1, int(params.get("baseline_repeats", 1)))):
                 timed(lambda: _dense_head(X, W_Q, W_K, W_V), "baseline")
-            timed(lambda: fn(X, W_Q, W_K, W_V), "student")
+            timed(student, "student")
             if sum(times["student_s"]) > float(params.get("budget_s", 2.0)):
                 break
-    return dict(times), {}
+    return {**times, "returned": _shapes(returned[0])}, {}
+
+
+def _shapes(result: Any) -> Header:
+    """What a call returned, without its values: the kind (a tuple, a list, one value) and each item's type, and a
+    tensor's shape (the grader judges whether a timed call computed what the contract asks)."""
+    items = list(result) if isinstance(result, (tuple, list)) else [result]
+    kind = type(result).__name__ if isinstance(result, (tuple, list)) else "single"
+    described = [
+        {"type": "tensor", "shape": [int(n) for n in v.shape]}
+        if isinstance(v, torch.Tensor)
+        else {"type": type(v).__name__}
+        for v in items[:8]
+    ]
+    return {"kind": kind, "items": described, "length": len(items)}
 
 
 _OPS["peak_memory"] = op_peak_memory

@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/report.html.j2: do not edit.
-FINGERPRINT = "f6cfad19c6dd045fcb28ce4126c7264e5d8f307bcf54fc52b7b12b4333c35cb1"
+FINGERPRINT = "32cca788f291680190cc923bdda6874db88eff567c58138c2e1de4bde80e8d7c"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'report.html.j2'
 
@@ -15,6 +15,7 @@ def root(context, missing=missing):
     l_0_diverging = resolve('diverging')
     l_0_percent = resolve('percent')
     l_0_diagnosis_error_line = resolve('diagnosis_error_line')
+    l_0_pending_line = resolve('pending_line')
     l_0_scoring_line = resolve('scoring_line')
     l_0_tally = resolve('tally')
     l_0_problems = resolve('problems')
@@ -127,7 +128,13 @@ def root(context, missing=missing):
     yield escape(t_7(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'max_score')))
     yield ' points ('
     yield escape(('%.1f' % (undefined(name='percent') if l_0_percent is missing else l_0_percent)))
-    yield '%)</small></div>\n<div class="bar" role="img" aria-label="'
+    yield '%)'
+    if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pending_points'):
+        pass
+        yield ', '
+        yield escape(t_7(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pending_points')))
+        yield ' pending'
+    yield '</small></div>\n<div class="bar" role="img" aria-label="'
     yield escape(('%.1f' % (undefined(name='percent') if l_0_percent is missing else l_0_percent)))
     yield ' percent"><span style="width:'
     yield escape(('%.1f' % t_6(environment, [(undefined(name='percent') if l_0_percent is missing else l_0_percent), 100])))
@@ -136,6 +143,11 @@ def root(context, missing=missing):
         pass
         yield '<p class="diagnosis-error" role="alert"><strong>'
         yield escape((undefined(name='diagnosis_error_line') if l_0_diagnosis_error_line is missing else l_0_diagnosis_error_line))
+        yield '</strong></p>'
+    if (undefined(name='pending_line') if l_0_pending_line is missing else l_0_pending_line):
+        pass
+        yield '<p class="small pending"><strong>'
+        yield escape((undefined(name='pending_line') if l_0_pending_line is missing else l_0_pending_line))
         yield '</strong></p>'
     if (undefined(name='scoring_line') if l_0_scoring_line is missing else l_0_scoring_line):
         pass
@@ -739,4 +751,4 @@ def root(context, missing=missing):
     yield '</footer>\n</main>\n</body>\n</html>\n'
 
 blocks = {}
-debug_info = '1=85&8=88&10=92&17=100&18=111&26=121&28=123&29=129&31=133&32=138&34=149&37=171&38=173&39=176&40=188&41=196&45=198&52=209&55=212&56=215&57=221&58=225&59=227&60=235&61=238&62=240&64=243&67=257&68=259&69=264&71=267&72=270&73=273&74=275&81=292&82=294&83=296&86=303&87=308&91=314&92=317&101=326&102=331&103=334&104=336&105=342&106=350&107=352&109=355&111=360&112=362&113=365&114=385&124=396&128=399&129=403&130=406&131=410&132=422&133=426&134=428&135=431&137=438&138=440&139=445&140=452&142=455&145=457&147=460&149=483&151=486&153=488&154=495&155=498&157=502&159=508&169=514&170=519&171=522&172=524&173=531&174=533&176=537&178=547&179=553&180=559&181=562&183=573&185=575&187=578&189=580&191=584&192=586&193=592&194=598&198=613&199=627&201=629&202=631&204=635&205=641&212=647&217=653&218=657&219=669&230=680&231=682&238=691&242=705&244=709&245=714&246=726'
+debug_info = '1=86&8=89&10=93&17=101&18=112&26=122&28=124&29=136&31=140&32=145&33=150&35=161&38=183&39=185&40=188&41=200&42=208&46=210&53=221&56=224&57=227&58=233&59=237&60=239&61=247&62=250&63=252&65=255&68=269&69=271&70=276&72=279&73=282&74=285&75=287&82=304&83=306&84=308&87=315&88=320&92=326&93=329&102=338&103=343&104=346&105=348&106=354&107=362&108=364&110=367&112=372&113=374&114=377&115=397&125=408&129=411&130=415&131=418&132=422&133=434&134=438&135=440&136=443&138=450&139=452&140=457&141=464&143=467&146=469&148=472&150=495&152=498&154=500&155=507&156=510&158=514&160=520&170=526&171=531&172=534&173=536&174=543&175=545&177=549&179=559&180=565&181=571&182=574&184=585&186=587&188=590&190=592&192=596&193=598&194=604&195=610&199=625&200=639&202=641&203=643&205=647&206=653&213=659&218=665&219=669&220=681&231=692&232=694&239=703&243=717&245=721&246=726&247=738'
