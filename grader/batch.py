@@ -222,6 +222,16 @@ def unreadable_result(label: str, rubric: Rubric, message: str, *, status: Statu
     )
 
 
+def student_label(entry: Path, target: Path, module: str) -> str:
+    """The submission as its student names it, for the reports they read (issue 54): the file they wrote, never the
+    instructor's path (``class/u1002``), so that ``Reproduce: grade attention_head.py --only ...`` is a command they
+    can run. A folder or a ``.py`` entry holds ``attention_head.py`` (an LMS renames the file to the student's id);
+    a notebook or a zip keeps the name it was handed in with."""
+    if target.is_file() and (target != entry or target.suffix != ".py"):
+        return target.name
+    return f"{module}.py"
+
+
 def grade_entry(
     entry: Entry, rubric: Rubric, pool: Any, tests_pool: Any = None
 ) -> tuple[SubmissionStatus, GradeResult]:
@@ -229,11 +239,12 @@ def grade_entry(
     from grader.runner import grade
     from grader.submission import SubmissionError
 
-    label = str(entry.path)
+    target = locate(entry.path, rubric.entry_points.module)
+    label = student_label(entry.path, target, rubric.entry_points.module)
     started = time.perf_counter()
     try:
         result = grade(
-            locate(entry.path, rubric.entry_points.module),
+            target,
             rubric,
             pool=pool,
             tests_pool=tests_pool,

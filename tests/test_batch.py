@@ -283,6 +283,8 @@ def test_real_batch_of_five(tmp_path: Path, rubric: Rubric, pool: WorkerPool) ->
     for sid in ("correct", "zipped", "notebook"):
         assert {c.status for c in by_id[sid].result.checks} <= {"passed", "skipped"}, sid
     assert by_id["buggy"].result.score < by_id["buggy"].result.max_score
+    reruns = {c.reproduce for c in by_id["buggy"].result.checks if c.reproduce}  # the student's file (issue 54)
+    assert reruns and all(r.startswith("grade attention_head.py --only ") for r in reruns), reruns
     # the hanging one costs its function's share of the budget (plus the grader's work), not the whole budget
     assert by_id["hanging"].result.duration_s < limits.per_submission_timeout_s
     hung = {c.id for c in by_id["hanging"].result.checks if c.status == "timeout"}

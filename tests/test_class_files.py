@@ -359,3 +359,25 @@ def _result():  # type: ignore[no-untyped-def]
         duration_s=0.0,
         diagnosis=[Diagnosis(id="a", title="A", hint="", cites="")],
     )
+
+
+# -- 11. reports meant for students name the student's file ----------------------------------------------------
+
+
+def test_reports_name_the_students_file_never_the_instructors_path(tmp_path: Path, fake: FakeGrade) -> None:
+    """Today: "Submission class/u1002" and "Reproduce: grade class/u1002 --only ...", which no student can run."""
+    subs = _class(tmp_path / "class", ["bob"])
+    (subs / "u1002").mkdir()
+    (subs / "u1002" / "attention_head.py").write_text("# score=50\n")
+    (subs / "u1003").mkdir()
+    (subs / "u1003" / "my_notebook.ipynb").write_text("{}")
+    (subs / "u1004.ipynb").write_text("{}")
+    report = run_batch(subs, tmp_path / "out", fake.rubric, pool=object(), jobs=1)
+    assert {o.id: o.result.submission for o in report.outcomes} == {
+        "bob": "attention_head.py",
+        "u1002": "attention_head.py",
+        "u1003": "my_notebook.ipynb",
+        "u1004": "u1004.ipynb",
+    }
+    page = (tmp_path / "out" / "u1002" / "report.html").read_text()
+    assert str(subs) not in page and "class/u1002" not in page
