@@ -189,7 +189,8 @@ def unreadable_result(label: str, rubric: Rubric, message: str, *, status: Statu
     """A result for a submission no check could run on: every check gets ``status`` and ``message``.
 
     ``failed`` when the submission cannot be read (the student's to fix), ``error`` when the grader
-    broke. Each check is still listed, never silently dropped.
+    broke. Each check is still listed, never silently dropped; an extra-credit one, which costs nothing, is
+    ``skipped`` (it was never failed, issue 54).
     """
     checks = []
     for cid, rc in rubric.checks.items():
@@ -200,7 +201,7 @@ def unreadable_result(label: str, rubric: Rubric, message: str, *, status: Statu
                 id=cid,
                 title=cid.replace("_", " "),
                 cites="",
-                status=status,
+                status="skipped" if rc.extra_credit else status,
                 score=0.0,
                 max_score=rc.points,
                 extra_credit=rc.extra_credit,
