@@ -1,6 +1,14 @@
-"""Batch throughput and memory: a cold single `grade` against `grade batch --jobs 2`.
+"""Batch throughput and memory: a cold single `grade` against `grade batch --jobs 2`, and what a class takes.
 
     python benchmarks/batch_bench.py [--correct 50] [--jobs 2] [--cold-runs 3] [--keep DIR]
+    python benchmarks/batch_bench.py --scaling [--correct 24]    # the README's table for 300 and 1,000 students
+
+``--scaling`` grades one mixed class (correct heads, known bugs, hostile ones) with ``--jobs 1`` and then
+``--jobs 2``, each in a fresh process, and prints the seconds per submission at each and the parallel efficiency
+of the second (E2 = t1 / (2 t2)). The table it prints for 300 and 1,000 submissions on 2, 8 and 32 cores is
+derived, not measured: n t1 / (c E2), that is the efficiency measured at 2 jobs assumed at c jobs (each job is a
+warm worker of its own, so a batch scales with cores until memory or disk bind; it cannot scale better than
+that). Only the 2-core row for the class measured is a measurement.
 
 Builds a class of submissions (correct variants of the reference with cosmetic differences, a few
 known bugs, a few hostile ones), then measures, each in a fresh process as a user would run it:
@@ -19,6 +27,8 @@ the sum of PSS (shares them out; what a container's memory limit sees). Gradesco
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import shutil
@@ -141,12 +151,35 @@ def batch(dirname: Path, out: Path, jobs: int) -> tuple[float, TreeSampler, dict
     )
     if done.returncode not in (0, 1):
         raise SystemExit(f"grade batch failed ({done.returncode}):\n{done.stdout}")
-    rows = (out / "grades.csv").read_text().splitlines()[1:]
+    rows = csv.DictReader(io.StringIO((out / "grades.csv").read_text()))
     statuses: dict[str, int] = {}
     for row in rows:
-        status = row.rsplit(",", 1)[1]
-        statuses[status] = statuses.get(status, 0) + 1
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
     return wall, sampler, statuses
+
+
+def scaling(work: Path, n_correct: int) -> None:
+    """One mixed class graded with --jobs 1 then --jobs 2 (fresh processes, fresh outputs); the derived table."""
+    mixed = work / "scaling"
+    counts = build_class(mixed, n_correct, mixed=True)
+    n = sum(counts.values())
+    per: dict[int, float] = {}
+    for jobs in (1, 2):
+        wall, s, statuses = batch(mixed, work / f"out-scaling-{jobs}", jobs)
+        per[jobs] = wall / n
+        print(f"--jobs {jobs}: {n} submissions {counts} in {wall:.1f} s, {per[jobs]:.2f} s each; {statuses}; {mem(s)}")
+    efficiency = per[1] / (2 * per[2])
+    print(f"parallel efficiency at 2 jobs: E2 = t1 / (2 t2) = {efficiency:.2f}")
+    print("derived (n t1 / (c E2); measured only for c = 2 at this class's size):")
+    print("| submissions | 2 cores (--jobs 2) | 8 cores (--jobs 8) | 32 cores (--jobs 32) |")
+    print("|---|---|---|---|")
+    for size in (300, 1000):
+        cells = [n_minutes(size * per[1] / (c * efficiency)) for c in (2, 8, 32)]
+        print(f"| {size:,} | " + " | ".join(cells) + " |")
+
+
+def n_minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds / 60:.1f} min"
 
 
 def mem(s: TreeSampler) -> str:
@@ -160,7 +193,17 @@ def main() -> int:
     p.add_argument("--cold-runs", type=int, default=3)
     p.add_argument("--no-mixed", action="store_true", help="skip the mixed class with hostile submissions")
     p.add_argument("--keep", type=Path, help="keep the classes and outputs here")
+    p.add_argument("--scaling", action="store_true", help="only: --jobs 1 and 2 on one mixed class, and the table")
     args = p.parse_args()
+    if args.scaling:
+        work = Path(tempfile.mkdtemp(prefix="step4-bench-")) if args.keep is None else args.keep
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}")
+        try:
+            scaling(work, args.correct)
+        finally:
+            if args.keep is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return 0
 
     work = Path(tempfile.mkdtemp(prefix="step4-bench-")) if args.keep is None else args.keep
     try:

@@ -7,10 +7,11 @@
     grade --version                   the version, and which edition is installed
     grade student-kit --out DIR       the wheel students install: no reference, no chaffs (grader/kit.py)
     grade similarity OUT              instructor only: pairs of a graded class that share code (grader/similarity.py)
+    grade gradebook OUT               instructor only: a graded class's grades in Canvas's or Moodle's columns
 
-The instructor's commands (batch, gradescope, gradescope-bundle, student-kit, similarity) are the instructor's
-grader's: the student kit neither lists them in ``grade --help`` nor runs them (each says where it lives and
-exits 2, having done nothing).
+The instructor's commands (batch, gradebook, gradescope, gradescope-bundle, student-kit, similarity) are the
+instructor's grader's: the student kit neither lists them in ``grade --help`` nor runs them (each says where it
+lives and exits 2, having done nothing).
 
 Exit status: 0 after grading, 1 when the score is under --fail-under, 2 on usage errors.
 """
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 USAGE_ERROR = 2
 # What the instructor runs, and only the instructor's grader holds what they need (the reference, the hidden
 # checks, the known heads); the student kit offers the others (README, "Two kits").
-INSTRUCTOR_COMMANDS = ("batch", "gradescope", "gradescope-bundle", "student-kit", "similarity")
+INSTRUCTOR_COMMANDS = ("batch", "gradebook", "gradescope", "gradescope-bundle", "student-kit", "similarity")
 
 
 def _instructors() -> bool:
@@ -389,6 +390,12 @@ def _batch_main(argv: list[str]) -> int:
     return batch_main(argv, BatchStage())
 
 
+def _gradebook_main(argv: list[str]) -> int:
+    from grader.batch import gradebook_main
+
+    return gradebook_main(argv)
+
+
 def _gradescope_main(argv: list[str]) -> int:
     from grader.gradescope import gradescope_main
 
@@ -417,6 +424,7 @@ SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "init": init_main,
     "schema": schema_main,
     "batch": _batch_main,
+    "gradebook": _gradebook_main,
     "gradescope": _gradescope_main,
     "gradescope-bundle": _bundle_main,
     "student-kit": _kit_main,

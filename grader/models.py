@@ -386,6 +386,31 @@ class StudentOutput(_Strict):
     bytes_dropped: int = Field(default=0, description="How many bytes were dropped.")
 
 
+class Attempts(_Strict):
+    """What the submission's own code tried beyond what it owns, as its workers counted it (issue 54): for the
+    instructor's class overview, never quoted to anyone else. Where the file-system layer is active (see
+    ``protections``) every read and write counted here was denied."""
+
+    reads: int = Field(default=0, description="Opens or listings of paths outside what the worker may read.")
+    writes: int = Field(default=0, description="Writes, removals or renames outside the worker's own work dir.")
+    commands: int = Field(default=0, description="Shell commands and programs started (os.system, subprocess, exec).")
+    connections: int = Field(default=0, description="Network connections or listening sockets asked for.")
+
+    @property
+    def total(self) -> int:
+        return self.reads + self.writes + self.commands + self.connections
+
+    def words(self) -> str:
+        """'20 reads outside its folder, 4 commands' ("" when none)."""
+        parts = [
+            (self.reads, "read outside its folder", "reads outside its folder"),
+            (self.writes, "write outside its work dir", "writes outside its work dir"),
+            (self.commands, "command run", "commands run"),
+            (self.connections, "network connection", "network connections"),
+        ]
+        return ", ".join(f"{n} {one if n == 1 else many}" for n, one, many in parts if n)
+
+
 class GradeResult(_Strict):
     """Everything the grader concluded about one submission."""
 
@@ -416,6 +441,11 @@ class GradeResult(_Strict):
     output: StudentOutput = Field(default_factory=StudentOutput, description="What the submission printed.")
     limits_hit: list[LimitHit] = Field(
         default_factory=list, description="Limits of the sandbox the submission ran into (its calls failed there)."
+    )
+    attempts: Attempts = Field(
+        default_factory=Attempts,
+        description="What the submission's code tried beyond what it owns (reads and writes outside its folders, "
+        "commands, network), counted by its workers; the class overview flags it.",
     )
     diagnosis: list[Diagnosis] = Field(
         default_factory=list, description="Root causes of the failing checks, most checks explained first."

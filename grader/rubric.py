@@ -7,6 +7,7 @@ keys are rejected and every error names the file and the field.
 from __future__ import annotations
 
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -45,6 +46,23 @@ class EntryPoints(_Strict):
     cached_attention_step: str = Field(default="cached_attention_step", description="Optional: Section 8.1 step.")
 
 
+class GradebookRubric(_Strict):
+    """How a batch's grades go to a gradebook (``grade batch``'s gradebook.csv, ``grade gradebook``): nothing here
+    changes a grade, so changing it regrades nothing."""
+
+    title: str = Field(default="", description="The assignment's column in the LMS (default: the rubric's name).")
+    decimals: int = Field(default=2, ge=0, le=6, description="Digits after the point of an exported score.")
+    extra_credit: Literal["keep", "cap"] = Field(
+        default="keep",
+        description='"keep": a score above the maximum (extra credit) is exported as it is; "cap": at the maximum.',
+    )
+    due: datetime | None = Field(
+        default=None,
+        description="The deadline (a TOML date-time; without an offset, UTC): a submission handed in after it is "
+        "late in the export. None: nothing is late.",
+    )
+
+
 class Rubric(_Strict):
     name: str = Field(description="Shown in reports.")
     seed: int = Field(default=20417, description="Default base seed for every check.")
@@ -75,6 +93,10 @@ class Rubric(_Strict):
         description='Extra packages the course allows (pip requirements, e.g. "matplotlib>=3.8"): the Gradescope '
         "setup.sh installs them, `grade` warns when one is missing locally, and notebook imports of them are "
         "graded like torch's.",
+    )
+
+    gradebook: GradebookRubric = Field(
+        default_factory=GradebookRubric, description="How grades are exported to a gradebook (changes no grade)."
     )
 
     @model_validator(mode="after")

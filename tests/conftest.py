@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from batch_helpers import FakeGrade
 
+import grader.runner
 from grader.diagnosis._examine import Passes
 from grader.rubric import Rubric, load_rubric
 from grader.sandbox import WorkerPool
@@ -27,6 +29,14 @@ def rubric() -> Rubric:
 def pool(rubric: Rubric) -> Iterator[WorkerPool]:
     with WorkerPool(1, uid_base=rubric.limits.sandbox_uid_base) as p:
         yield p
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, rubric: Rubric) -> FakeGrade:
+    """grader.runner.grade replaced by :class:`batch_helpers.FakeGrade`, for what a batch does around grading."""
+    f = FakeGrade(rubric)
+    monkeypatch.setattr(grader.runner, "grade", f)
+    return f
 
 
 @pytest.fixture

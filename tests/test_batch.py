@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batch_helpers import FakeGrade, _class, _passed
 
 import grader.runner
 from grader.batch import (
@@ -30,11 +31,10 @@ from grader.batch import (
 )
 from grader.cli import main
 from grader.library import known_heads, reference_path
-from grader.models import CheckResult, Diagnosis, GradeResult, Stop
-from grader.report.summary import render_summary
+from grader.models import Diagnosis, GradeResult, Stop
+from grader.report.summary import SORT_SCRIPT_HASH, render_summary
 from grader.rubric import Rubric
 from grader.sandbox import WorkerPool
-from grader.submission import SubmissionError
 
 METADATA_YML = """\
 ---
@@ -122,61 +122,7 @@ def test_fingerprint_tracks_submission_and_rubric(tmp_path: Path, rubric: Rubric
     assert fingerprint(entry, changed) != second
 
 
-# -- orchestration, with a stand-in for the grading itself -----------------------------------------
-
-
-def _passed(cid: str, points: float) -> CheckResult:
-    return CheckResult(
-        id=cid,
-        title=cid,
-        cites="",
-        status="passed",
-        score=points,
-        max_score=points,
-        message="ok",
-        seed=1,
-        duration_s=0.01,
-    )
-
-
-class FakeGrade:
-    """Stands in for grader.runner.grade: full marks; 'unreadable' is unreadable, 'boom' breaks the grader."""
-
-    def __init__(self, rubric: Rubric) -> None:
-        self.rubric = rubric
-        self.calls: list[str] = []
-
-    def __call__(self, submission: Path, rubric: Rubric, **kw: Any) -> GradeResult:
-        name = Path(submission).stem
-        self.calls.append(name)
-        if name == "unreadable":
-            raise SubmissionError("unreadable.py holds no attention_head.py")
-        if name == "boom":
-            raise RuntimeError("the grader broke")
-        checks = [_passed(cid, rc.points) for cid, rc in rubric.checks.items()]
-        return GradeResult(
-            submission=kw["label"],
-            seed=rubric.seed,
-            score=100.0,
-            max_score=100.0,
-            checks=checks,
-            rubric=rubric.name,
-            duration_s=0.05,
-        )
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, rubric: Rubric) -> FakeGrade:
-    f = FakeGrade(rubric)
-    monkeypatch.setattr(grader.runner, "grade", f)
-    return f
-
-
-def _class(root: Path, names: list[str]) -> Path:
-    root.mkdir()
-    for n in names:
-        (root / f"{n}.py").write_text(f"# {n}\n")
-    return root
+# -- orchestration, with a stand-in for the grading itself (tests/batch_helpers.py) --------------------
 
 
 def test_batch_writes_everything_and_resumes(tmp_path: Path, fake: FakeGrade, rubric: Rubric) -> None:
@@ -196,13 +142,15 @@ def test_batch_writes_everything_and_resumes(tmp_path: Path, fake: FakeGrade, ru
     assert not (out / "boom" / ".fingerprint").exists()  # a grader error is retried next time
     enabled = [cid for cid, rc in rubric.checks.items() if rc.enabled]
     unreadable = GradeResult.model_validate_json((out / "unreadable" / "result.json").read_text())
-    assert {c.status for c in unreadable.checks} == {"failed"}
+    assert {c.status for c in unreadable.checks if not c.extra_credit} == {"failed"}
+    assert {c.status for c in unreadable.checks if c.extra_credit} == {"skipped"}  # never failed (issue 54)
     assert [c.id for c in unreadable.checks] == enabled  # every check listed, none dropped
     assert "holds no attention_head.py" in unreadable.checks[0].message
 
     rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
-    assert rows[0] == ["id", "score", "max_score", "scoring", "score_by_checks", *enabled, "status"]
-    assert rows[1][:5] == ["alice", "100", "100", "checks", "100"] and rows[1][-1] == "graded"
+    header = ["id", "score", "max_score", "scoring", "score_by_checks", *enabled, "status"]
+    assert rows[0] == [*header, "submission", "submitted_at", "note"]
+    assert rows[1][:5] == ["alice", "100", "100", "checks", "100"] and rows[1][len(header) - 1] == "graded"
     assert [r[0] for r in rows[1:]] == ["alice", "boom", "unreadable", "zed"]
     assert "alice/report.html" in (out / "summary.html").read_text()
 
@@ -273,12 +221,14 @@ def test_summary_is_self_contained_and_escapes(rubric: Rubric) -> None:
     ]
     page = render_summary(outcomes, rubric, notes=["skipped notes.txt"])
     assert page == render_summary(list(reversed(outcomes)), rubric, notes=["skipped notes.txt"])  # pure
-    assert "<script" not in page and "&lt;script&gt;" in page and "<b>mask" not in page
+    assert "<script>alert" not in page and "&lt;script&gt;" in page and "<b>mask" not in page
+    assert page.count("<script") == 1 and SORT_SCRIPT_HASH in page  # the sorting script, pinned by its hash
     assert "http://" not in page and "https://" not in page and "<link" not in page  # self-contained
     assert 'href="bad@x/report.html"' in page and "No causal mask" in page
     assert "Score distribution" in page and "Most common failure patterns" in page
-    assert grades_csv(outcomes, rubric).splitlines()[1].startswith("bad2,85,100,checks,85,")
-    assert grades_csv(outcomes, rubric).splitlines()[1].endswith(",raised_in_some_checks")
+    (row, *_) = csv.DictReader(io.StringIO(grades_csv(outcomes, rubric)))
+    assert list(row.values())[:5] == ["bad2", "85", "100", "checks", "85"]
+    assert row["status"] == "raised_in_some_checks" and row["submission"] == "bad2"
     assert "raised in some checks" in page and "crashed" not in page
 
 
@@ -334,6 +284,8 @@ def test_real_batch_of_five(tmp_path: Path, rubric: Rubric, pool: WorkerPool) ->
     for sid in ("correct", "zipped", "notebook"):
         assert {c.status for c in by_id[sid].result.checks} <= {"passed", "skipped"}, sid
     assert by_id["buggy"].result.score < by_id["buggy"].result.max_score
+    reruns = {c.reproduce for c in by_id["buggy"].result.checks if c.reproduce}  # the student's file (issue 54)
+    assert reruns and all(r.startswith("grade attention_head.py --only ") for r in reruns), reruns
     # the hanging one costs its function's share of the budget (plus the grader's work), not the whole budget
     assert by_id["hanging"].result.duration_s < limits.per_submission_timeout_s
     hung = {c.id for c in by_id["hanging"].result.checks if c.status == "timeout"}

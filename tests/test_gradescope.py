@@ -85,7 +85,7 @@ def test_one_test_per_check_with_rubric_visibility() -> None:
     _validate_spec(data)
     assert data["score"] == 4.0 and data["stdout_visibility"] == "hidden"
     # the skipped checks that cost nothing (worth 0 here, extra credit) are no tests: the output names them
-    assert [t["number"] for t in data["tests"]] == ["1", "2", "3", "5", "7"]
+    assert [t["number"] for t in data["tests"]] == ["1", "2", "3", "4", "5"]  # no gap (issue 54: 17 jumped to 21)
     listed = [c for c in checks if c.id not in ("determinism", "kv_cache")]
     assert [t["visibility"] for t in data["tests"]] == [c.visibility for c in listed]
     statuses = [t["status"] for t in data["tests"]]
@@ -206,8 +206,60 @@ def test_unreadable_submission_explains_itself(tmp_path: Path, rubric: Rubric) -
     data = run_gradescope(tmp_path / "sub", results, out=_Log())
     assert data == json.loads(results.read_text())
     _validate_spec(data)
-    assert data["score"] == 0.0 and len(data["tests"]) == sum(rc.enabled for rc in rubric.checks.values())
+    graded = [cid for cid, rc in rubric.checks.items() if rc.enabled and not rc.extra_credit]
+    assert data["score"] == 0.0 and [t["name"].split(":")[0] for t in data["tests"]] == graded
     assert all("holds no attention_head.py" in t["output"] for t in data["tests"] if t["visibility"] != "hidden")
+    # the extra-credit and GPU checks were never failed: not graded, and said so (issue 54)
+    extra = [cid for cid, rc in rubric.checks.items() if rc.enabled and rc.extra_credit]
+    assert extra and all(f"    {cid}: " in data["output"] for cid in extra)
+
+
+def test_a_submission_that_timed_out_lists_no_extra_credit_check_as_failed() -> None:
+    """An import that hung stops every check, extra credit and GPU ones too: those cost nothing and were never
+    judged, so they are not failed tests (issue 54), and the tests are numbered without a gap."""
+    hung = "Your code did not complete this check: importing your module (attention_head.py) took more than 20 s"
+    checks = [
+        _check("interface", "timeout", message=hung),
+        _check("fused_kernel_cuda", "timeout", extra_credit=True, max_score=2.0, message=hung),
+        _check("streaming_softmax", "timeout", extra_credit=True, max_score=3.0, message=hung),
+        _check("performance", "timeout", message=hung),
+        _check("kv_cache", "failed", extra_credit=True, max_score=3.0, message="Cached rows differ."),
+    ]
+    data = results_json(_result(checks))
+    _validate_spec(data)
+    assert [(t["number"], t["name"].split(":")[0]) for t in data["tests"]] == [
+        ("1", "interface"),
+        ("2", "performance"),
+        ("3", "kv_cache"),  # judged and failed: a test
+    ]
+    assert "    fused_kernel_cuda: " in data["output"] and "    streaming_softmax: " in data["output"]
+
+
+def test_setup_sh_can_be_tried_outside_autograder(tmp_path: Path) -> None:
+    """setup.sh takes STEP4_AUTOGRADER_ROOT as run_autograder does (it wrote to /autograder whatever was asked).
+    Run here with stand-ins for python and getent, it installs into ROOT/venv from ROOT/source."""
+    build_bundle(tmp_path / "autograder.zip")
+    root = tmp_path / "ag"
+    _unpack(tmp_path / "autograder.zip", root)
+    stubs, log = tmp_path / "stubs", tmp_path / "calls.log"
+    stubs.mkdir()
+    (stubs / "python3.13").write_text(
+        "#!/bin/sh\n"
+        'echo "$0 $*" >> "$STUB_LOG"\n'
+        'if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi\n'
+        'if [ "$1" = "-" ]; then cat > /dev/null; fi\n'
+        "exit 0\n"
+    )
+    (stubs / "getent").write_text("#!/bin/sh\nexit 2\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "STEP4_AUTOGRADER_ROOT": str(root), "STUB_LOG": str(log)}
+    done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text()
+    assert f"{root}/venv/bin/python -m pip install --quiet {root}/source/step4-grader" in calls
+    assert stat.S_IMODE((root / "source").stat().st_mode) == 0o700
+    assert "/autograder/" not in calls
 
 
 class _Log:

@@ -34,6 +34,7 @@ from grader.checks._student_tests import (
     run_suite,
     suite_files,
     used_inputs,
+    without_course_tests,
 )
 from grader.library import known_heads, load_reference, reference_path
 from grader.oracle import LiveOracle
@@ -298,8 +299,10 @@ def test_missed_chaffs_are_named_by_property_never_by_code(
 
 @pytest.mark.slow
 def test_the_template_suite_passes_on_the_wheat(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
+    """The template's example test, edited by the student (here: another length), is theirs and earns its share."""
     d = submission(tmp_path)
-    shutil.copy(TEMPLATE, d / TEMPLATE.name)
+    edited = TEMPLATE.read_text().replace("make_inputs()", "make_inputs(T=6)").replace("ones(2, 5", "ones(2, 6")
+    (d / TEMPLATE.name).write_text(edited)
     verdict = grade(d, rubric, suite_pool)
     assert verdict.status == "failed" and 0 < (verdict.fraction or 0) < 0.5  # one example test: a start
     lines = verdict.message.splitlines()
@@ -307,6 +310,44 @@ def test_the_template_suite_passes_on_the_wheat(tmp_path: Path, rubric: Rubric, 
     assert lines[-1] == SKIPPED_ON_WHEAT  # no count: the run on the instructor's head computed it
     for said in ("uses d != d_k", "uses d_v != d", "calls the head with causal=False"):  # make_inputs does
         assert f"none of your tests {said}" not in verdict.message.lower(), said
+
+
+# ---- course code earns nothing (issue 54) --------------------------------------------------------
+
+
+def test_the_templates_own_example_earns_nothing(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:
+    """It earned 2.077 of the 9 points: the untouched template scored that much."""
+    d = submission(tmp_path)
+    shutil.copy(TEMPLATE, d / TEMPLATE.name)
+    files, notes = without_course_tests({TEMPLATE.name: TEMPLATE.read_bytes(), "helper.py": b"x = 1\n"})
+    assert notes == [
+        "test_attention_head.py::test_rows_are_probability_vectors is the student template's own example, "
+        "unchanged: it earns no points and was not run (write tests of your own)."
+    ]
+    before, after = TEMPLATE.read_text().splitlines(), files[TEMPLATE.name].decode().splitlines()
+    assert len(before) == len(after) and [a for a, b in zip(before, after, strict=True) if a != b] == [
+        "def test_rows_are_probability_vectors():"
+    ]
+    verdict = grade(d, rubric, suite_pool)
+    assert verdict.status == "skipped" and not verdict.fraction, verdict.message
+    assert notes[0] in verdict.notes
+
+
+def test_a_module_that_does_not_import_earns_nothing_for_its_tests(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """The instructor's own strong suite beside a head that does not parse: it earned points before."""
+    from grader.checks._base import STOPPED
+    from grader.runner import grade as grade_submission
+
+    d = tmp_path / "project"
+    d.mkdir()
+    (d / "attention_head.py").write_text("def causal_self_attention(X, W_Q, W_K, W_V, causal=True:\n    pass\n")
+    (d / "test_attention_head.py").write_text(suite_text("strong"))
+    result = grade_submission(d, rubric, only=["student_tests"], pool=pool, visuals=False)
+    (check,) = result.checks
+    assert (check.status, check.score) == ("error", 0.0)
+    assert check.message.startswith(STOPPED) and "SyntaxError" in check.message
 
 
 def test_the_check_runs_the_submission_folder(tmp_path: Path, rubric: Rubric, suite_pool: WorkerPool) -> None:

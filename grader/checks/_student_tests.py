@@ -27,6 +27,10 @@ value of it is quoted. The student kit runs the suite on the student's own head 
 (no ``-x``), and says what pytest says: its counts (:class:`Tally`) and the first failure as pytest
 shows it (:func:`_excerpt`).
 
+Course code earns nothing (issue 54): a test function the student template ships, kept as it is, is not run for
+points (it is renamed out of pytest's sight in the suite's copy, lines unchanged), and a module that does not import
+earns nothing for its tests (the check stops on the import error, as every other check does).
+
 Scope: the chaffs of ``causal_self_attention`` (the head Exercise 2 asks to test) always count; the
 chaffs of another contract function count only when the test files mention its name, so a suite is
 graded on the functions it tests. Chaffs that only the ``performance`` or ``forbidden_api`` checks
@@ -50,6 +54,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from grader._paths import bundled
 from grader._syntax import parse
 from grader.checks._base import Ctx, Verdict, check, failed, passed, skipped
 from grader.checks._mutants import mutations
@@ -167,6 +172,56 @@ def suite_files(submission_dir: Path, module: str) -> tuple[dict[str, bytes], li
                 continue
             files[path.name] = path.read_bytes()
     return files, notes
+
+
+@cache
+def _shipped_tests() -> frozenset[str]:
+    """The test functions the student template ships written (their syntax trees, positions left out); not its
+    ``pytest.skip`` stubs, which earn nothing anyway and whose skips the verdict advises on."""
+    found: set[str] = set()
+    for path in sorted(bundled("student_template").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found |= {
+            ast.dump(n)
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test") and not _skips(n)
+        }
+    return frozenset(found)
+
+
+def _skips(node: ast.FunctionDef) -> bool:
+    return any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "skip" for c in ast.walk(node)
+    )
+
+
+def without_course_tests(files: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+    """``files`` with every test function the template ships, unchanged, renamed so that pytest does not collect it
+    (``_shipped_<name>``, on its own line: every other line stays where it was), and a note naming each."""
+    kept: dict[str, bytes] = {}
+    notes: list[str] = []
+    for name, data in files.items():
+        kept[name] = data
+        if not is_test_file(name):
+            continue
+        try:
+            text = data.decode("utf-8")
+            tree = ast.parse(text)
+        except (UnicodeDecodeError, SyntaxError, ValueError):
+            continue  # run as it is: the run says what is wrong with it
+        shipped = [n for n in tree.body if isinstance(n, ast.FunctionDef) and ast.dump(n) in _shipped_tests()]
+        if not shipped:
+            continue
+        lines = text.splitlines(keepends=True)
+        for node in shipped:
+            at = node.lineno - 1
+            lines[at] = re.sub(rf"\bdef\s+{node.name}\b", f"def _shipped_{node.name}", lines[at], count=1)
+            notes.append(
+                f"{name}::{node.name} is the student template's own example, unchanged: it earns no points and was "
+                "not run (write tests of your own)."
+            )
+        kept[name] = "".join(lines).encode("utf-8")
+    return kept, notes
 
 
 def in_scope(chaffs: tuple[KnownHead, ...], test_sources: str, entry: EntryPoints) -> list[KnownHead]:
@@ -541,6 +596,8 @@ def grade_suite(
     tests = [n for n in files if is_test_file(n)]
     if not tests:
         return skipped(NO_TESTS)
+    files, shipped = without_course_tests(files)
+    notes += shipped
     sources = "\n".join(files[n].decode("utf-8", "replace") for n in tests)
     chaffs = in_scope(known_heads("chaff"), sources, entry)
     functions = sorted({getattr(entry, c.function) for c in chaffs if c.function not in ALWAYS_IN_SCOPE})
@@ -641,7 +698,7 @@ def _wheat_verdict(run: Run, files: dict[str, bytes], *, first: bool, notes: lis
     if run.outcome in ("broken", "timeout"):
         return _misbehaved(run, "a correct head", notes)
     if run.outcome == "empty":
-        return skipped(f"No test of yours ran on a correct head: {run.reason}.")
+        return Verdict("skipped", f"No test of yours ran on a correct head: {run.reason}.", notes=notes)
     known = _Known.of(files)
     case = run.failures[0]  # pytest stops at the first failure (-x)
     test = known.test_name(case)
@@ -824,6 +881,8 @@ def student_tests(ctx: Ctx) -> Verdict:
     if ctx.ref.module is None:  # the student kit: no correct head and no known bugs to run the suite on
         ran = ctx.own_run if isinstance(ctx.own_run, Run) else None
         return own_head_suite(ctx.submission_dir, ctx.source, ctx.rubric, pool=ctx.pool, ran=ran)
+    if any(is_test_file(name) for name in suite_files(ctx.submission_dir, ctx.rubric.entry_points.module)[0]):
+        ctx.head.found()  # a module that does not import earns nothing for its tests: its ImportFailure stops here
     return grade_suite(ctx.submission_dir, ctx.rubric, pool=ctx.pool)
 
 
