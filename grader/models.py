@@ -210,6 +210,28 @@ class DiagnosisError(_Strict):
     )
 
 
+class DiagnosisStep(_Strict):
+    """One pass of the diagnosis over one submission: how often it ran, what it cost and whether it changed
+    anything (issue 51: the result says which passes did what; a report can show how the causes were found)."""
+
+    name: str = Field(description="The pass, e.g. 'crashes', 'search', 'point', 'prove'.")
+    runs: int = Field(description="How many times it ran.")
+    changed: int = Field(description="How many of those runs answered something else than finding nothing.")
+    raised: int = Field(default=0, description="How many raised (the grader's own error, recorded apart).")
+    seconds: float = Field(description="Its wall time, all runs together.")
+
+    def plus(self, other: DiagnosisStep) -> DiagnosisStep:
+        """This pass's runs and ``other``'s, counted together."""
+        return self.model_copy(
+            update={
+                "runs": self.runs + other.runs,
+                "changed": self.changed + other.changed,
+                "raised": self.raised + other.raised,
+                "seconds": round(self.seconds + other.seconds, 4),
+            }
+        )
+
+
 class DiagnosisProof(_Strict):
     """The diagnosis's proof that it is complete (issue 35): with the changes its walk found applied to the head in
     the worker, every property check that failed passes; those that passed had passed without them."""
@@ -455,6 +477,11 @@ class GradeResult(_Strict):
         description="The grader's own exception inside the diagnosis, when it could not finish: the score is then "
         "provisional (counted over the causes found, never below the per-check sum), and a batch regrades it. "
         "None when the diagnosis finished.",
+    )
+    diagnosis_steps: list[DiagnosisStep] = Field(
+        default_factory=list,
+        description="The diagnosis's passes in the order they first ran, with what each did and cost (empty when "
+        "nothing failed).",
     )
     diagnosis_complete: DiagnosisProof | None = Field(
         default=None,

@@ -30,7 +30,7 @@ from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, LimitHit, StudentOutput
+from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisStep, GradeResult, LimitHit, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -168,6 +168,7 @@ def grade(
                 first, exam = exam, _examine(results, head, ref, rubric, seed)
                 if first.error and not (exam and exam.error):  # the first diagnosis's exception is still said
                     exam = replace(exam, error=first.error) if exam else replace(first, causes=[], stopped=())
+                exam = replace(exam, steps=_both(first.steps, exam.steps)) if exam else exam  # both cost
             diagnosis = [_as_written(d, sub) for d in exam.causes] if exam else []
             error = exam.error if exam else None
             proof = exam.proof if exam and diagnosis else None  # the diagnosis proven complete (issue 35)
@@ -194,6 +195,7 @@ def grade(
         scoring_note=provisional(counted.note, error),
         diagnosis_error=error,
         diagnosis_complete=proof,
+        diagnosis_steps=exam.steps if exam else [],
         checks=checks,
         diagnosis=counted.diagnosis,
         protections=protections,
@@ -448,6 +450,14 @@ def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric
     from grader.diagnosis import examine
 
     return examine(graded, head, ref, rubric, seed)
+
+
+def _both(first: list[DiagnosisStep], then: list[DiagnosisStep]) -> list[DiagnosisStep]:
+    """The passes of two diagnoses of one head (the second where it runs), each counted once with both runs."""
+    steps = {s.name: s for s in first}
+    for s in then:
+        steps[s.name] = steps[s.name].plus(s) if s.name in steps else s
+    return list(steps.values())
 
 
 def _attached(results: list[CheckResult], diagnosis: list[Diagnosis]) -> list[CheckResult]:

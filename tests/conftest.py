@@ -5,14 +5,17 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from batch_helpers import FakeGrade
 
 import grader.runner
 from grader.diagnosis._examine import Passes
 from grader.rubric import Rubric, load_rubric
 from grader.sandbox import WorkerPool
+
+if TYPE_CHECKING:
+    from batch_helpers import FakeGrade
 
 REPO = Path(__file__).resolve().parent.parent
 # Hostile submissions hand in test files of their own (run by the student_tests check, in the sandbox):
@@ -33,7 +36,10 @@ def pool(rubric: Rubric) -> Iterator[WorkerPool]:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, rubric: Rubric) -> FakeGrade:
-    """grader.runner.grade replaced by :class:`batch_helpers.FakeGrade`, for what a batch does around grading."""
+    """grader.runner.grade replaced by :class:`batch_helpers.FakeGrade`, for what a batch does around grading
+    (imported here, not above: tests/test_never_silent.py runs this file alone, in a folder of its own)."""
+    from batch_helpers import FakeGrade
+
     f = FakeGrade(rubric)
     monkeypatch.setattr(grader.runner, "grade", f)
     return f

@@ -24,6 +24,7 @@ def test_reference_full_marks_json_and_exit_zero(tmp_path: Path, capsys: pytest.
     assert code == 0
     result = GradeResult.model_validate_json(out.read_text())
     assert all(c.status in ("passed", "skipped") for c in result.checks)
+    assert result.diagnosis_steps == []  # nothing failed: no diagnosis ran
     assert result.score >= result.max_score > 0  # full marks, plus any extra credit
     assert (tmp_path / "results.html").is_file()  # the report is written beside the JSON by default
     data = json.loads(out.read_text())
@@ -41,6 +42,12 @@ def test_fail_under_exits_one_and_only_reproduces(tmp_path: Path, capsys: pytest
     first = GradeResult.model_validate_json(out.read_text())
     failing = next(c for c in first.checks if c.status == "failed")
     assert failing.reproduce is not None
+    # which passes of the diagnosis ran, what they did and cost (issue 51): the search named the mask, the walk
+    # pointed it, the proof ran; every pass ran at least once and none raised
+    steps = {s.name: s for s in first.diagnosis_steps}
+    assert {"crashes", "search", "naming", "point", "prove"} <= set(steps), list(steps)
+    assert steps["search"].changed == steps["naming"].changed == 1 and steps["point"].changed >= 1
+    assert all(s.runs >= 1 and s.raised == 0 and 0 <= s.seconds <= first.duration_s for s in steps.values())
     # The printed reproduce command reruns that check alone, with the same verdict and message.
     out2 = tmp_path / "r2.json"
     argv = shlex.split(failing.reproduce)[1:]
@@ -63,6 +70,8 @@ def test_same_input_same_bytes(tmp_path: Path) -> None:
             data.pop(key)
             for c in data["checks"]:
                 c.pop(key)
+        for step in data["diagnosis_steps"]:  # the diagnosis's passes' times, as the durations
+            step.pop("seconds")
         texts.append(json.dumps(data))
     assert texts[0] == texts[1]
 

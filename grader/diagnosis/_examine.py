@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -63,7 +64,16 @@ from grader.diagnosis._where import (
 from grader.head import Head, StudentFailure
 from grader.inputs import Shape, make_case
 from grader.library import KnownHead, load_reference
-from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisError, DiagnosisProof, GradeResult, Stop
+from grader.models import (
+    FAILING,
+    CheckResult,
+    Diagnosis,
+    DiagnosisError,
+    DiagnosisProof,
+    DiagnosisStep,
+    GradeResult,
+    Stop,
+)
 from grader.scoring import listed
 
 if TYPE_CHECKING:
@@ -81,6 +91,7 @@ class Examination:
     stopped: tuple[str, ...] = ()
     error: DiagnosisError | None = None  # the grader's own exception in a pass (issue 35): the causes may be partial
     proof: DiagnosisProof | None = None  # the walk's changes make every property check pass (``_proof``)
+    steps: list[DiagnosisStep] = field(default_factory=list)  # what each pass did and cost
 
 
 def diagnose(
@@ -102,7 +113,7 @@ def examine(
         return _examine(list(checks), head, ref, rubric, seed, passes)
     except Exception as exc:  # outside every pass (the glue between them): nothing found is kept
         passes.record("examine", exc)
-        return Examination([], error=passes.error())
+        return Examination([], error=passes.error(), steps=list(passes.steps.values()))
 
 
 def _examine(
@@ -185,7 +196,7 @@ def _examine(
     causes, proof = run("prove", (causes, None), prove, head, causes, walked, checks, ref, rubric, seed)
     # a part the walk named (a float32 softmax whose weights are returned so): the same one decision, at its line
     causes = run("one_choice", causes, _one_choice, causes, slips, bad)
-    return Examination(_explained(causes, failing), where, stopped, passes.error(), proof)
+    return Examination(_explained(causes, failing), where, stopped, passes.error(), proof, list(passes.steps.values()))
 
 
 T = TypeVar("T")
@@ -198,15 +209,25 @@ class Passes:
     (issue 35: a grader bug costs the advice it would have given, never silently the grade)."""
 
     raised: list[tuple[str, BaseException]] = field(default_factory=list)
+    steps: dict[str, DiagnosisStep] = field(default_factory=dict)
 
     def run(self, name: str, default: object, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)``, or ``default`` (of ``fn``'s type: what the pass answers when it finds nothing) when it
-        raised, the exception recorded."""
+        raised, the exception recorded; each run is counted in :attr:`steps` with its time and whether it answered
+        something else than ``default``."""
+        started, raised = time.perf_counter(), False
+        before = list(default) if isinstance(default, list) else default  # a pass may rewrite the list it was given
         try:
-            return fn(*args)
+            answer = fn(*args)
         except Exception as exc:
             self.record(name, exc)
-            return cast(T, default)
+            answer, raised = cast(T, default), True
+        changed = not raised and not _same(answer, before)
+        this = DiagnosisStep(
+            name=name, runs=1, changed=changed, raised=raised, seconds=round(time.perf_counter() - started, 4)
+        )
+        self.steps[name] = self.steps[name].plus(this) if name in self.steps else this
+        return answer
 
     def record(self, name: str, exc: BaseException) -> None:
         """One pass's exception (the single place every one of them goes through: tests/conftest.py watches it)."""
@@ -224,6 +245,16 @@ class Passes:
             passes=list(dict.fromkeys(name for name, _ in self.raised)),
             traceback=frames,
         )
+
+
+def _same(answer: object, default: object) -> bool:
+    """Whether a pass answered what it answers when it finds nothing (a value holding tensors is something)."""
+    if answer is default:
+        return True
+    try:
+        return bool(answer == default)
+    except (RuntimeError, TypeError, ValueError):  # tensors compared elementwise: an answer of its own
+        return False
 
 
 def _left(failing: list[CheckResult], causes: list[Diagnosis]) -> list[CheckResult]:
