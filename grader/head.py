@@ -41,12 +41,17 @@ class StudentFailure(Exception):
     """Student code did not produce a usable answer; carries the verdict status and message."""
 
     def __init__(
-        self, status: Literal["failed", "error", "timeout"], message: str, shape_of: str | None = None
+        self,
+        status: Literal["failed", "error", "timeout"],
+        message: str,
+        shape_of: str | None = None,
+        undifferentiable: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.shape_of = shape_of  # a returned value of the wrong shape: which one ("out", "weights")
+        self.undifferentiable = undifferentiable  # a returned value carries no autograd graph
 
     @property
     def stub(self) -> bool:
@@ -81,6 +86,15 @@ class MissingFunction(StudentFailure):
         self.name = name
         self.optional = optional
         self.package = package
+
+
+def _undifferentiable(problem: object) -> StudentFailure:
+    """The worker's report that the head cannot be differentiated, as a breach; whether a returned value has no
+    autograd graph at all is read here, where the worker's words are received."""
+    said = str(problem)
+    return StudentFailure(
+        "failed", f"cannot differentiate your head: {said}", undifferentiable="not differentiable" in said
+    )
 
 
 @dataclass
@@ -414,7 +428,7 @@ class Head:
         if upstream is not None:
             grads = reply.header["grads"]
             if "problem" in grads:
-                raise StudentFailure("failed", f"cannot differentiate your head: {grads['problem']}")
+                raise _undifferentiable(grads["problem"])
             call.grads = {k.removeprefix("g:"): v for k, v in reply.tensors.items() if k.startswith("g:")}
             # No autograd path from these inputs: their gradient is zero, which gradient_blocks compares with
             # finite differences of the forward pass (a cut graph disagrees; an input the head ignores agrees).
@@ -422,7 +436,7 @@ class Head:
                 call.grads[name] = torch.zeros_like(tensors[name])
         if jacobian_upstream is not None:
             if "problem" in reply.header["jacobian"]:
-                raise StudentFailure("failed", f"cannot differentiate your head: {reply.header['jacobian']['problem']}")
+                raise _undifferentiable(reply.header["jacobian"]["problem"])
             call.jacobian = reply.tensors["jac"]
         call.inputs_after = {k.removeprefix("in:"): v for k, v in reply.tensors.items() if k.startswith("in:")}
         return call

@@ -85,6 +85,7 @@ class Stop(_Strict):
     group: str | None = Field(default=None, description="The group of cases it stopped, e.g. 'float16 inputs'.")
     overflow: bool = Field(default=False, description="The exception says a value overflowed the dtype.")
     shape_of: str | None = Field(default=None, description="For a breach: the returned value of the wrong shape.")
+    undifferentiable: bool = Field(default=False, description="For a breach: a returned value has no autograd graph.")
 
 
 class Unobserved(_Strict):

@@ -16,7 +16,7 @@ import pytest
 
 from grader.checks import CHECKS
 from grader.diagnosis import diagnose
-from grader.diagnosis._departure import SUM_OF_SCORES
+from grader.diagnosis._finding import SUM_OF_SCORES
 from grader.head import Head
 from grader.library import load_reference
 from grader.models import FAILING, CheckResult, Diagnosis, GradeResult

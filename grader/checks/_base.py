@@ -110,7 +110,10 @@ def stop_of(exc: StudentFailure, scope: Literal["check", "case", "also"] = "chec
             group=group,
         )  # fmt: skip
     kind: StopKind = "breach" if exc.status == "failed" else "timeout" if exc.status == "timeout" else "raised"
-    return Stop(kind=kind, text=exc.message, scope=scope, group=group, overflow=exc.overflow, shape_of=exc.shape_of)
+    return Stop(
+        kind=kind, text=exc.message, scope=scope, group=group, overflow=exc.overflow, shape_of=exc.shape_of,
+        undifferentiable=exc.undifferentiable,
+    )  # fmt: skip
 
 
 def passed(message: str, **kw: object) -> Verdict:

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from grader.diagnosis._finding import Finding, Note, Pattern
 from grader.diagnosis._known import PROBE_SEED
 from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward, snap
 from grader.diagnosis._where import ARGS, ATTENTION
@@ -45,30 +46,6 @@ PROBE_T, PROBE_B, PROBE_D, PROBE_DK, PROBE_DV = 7, 2, 5, 6, 3
 HIDES = 1e30
 HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's range (as _known's large probes)
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "premasked": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
-TITLES = {  # how a cause's title names the stage that departs
-    "Q": "the queries",
-    "K": "the keys",
-    "V": "the values",
-    "K^T": "K^T",
-    "scores": "the scores",
-    "premasked": "the masked scores before the scale",
-    "scaled": "the scaled scores",
-    "masked": "the masked scores",
-    "weights": "the weights",
-    "out": "the output",
-}
-NAMES = {
-    "Q": "the queries Q = X W_Q",
-    "K": "the keys K = X W_K",
-    "V": "the values V = X W_V",
-    "K^T": "K^T",
-    "scores": "the scores Q K^T",
-    "premasked": "the scores Q K^T masked before they are scaled",
-    "scaled": "the scaled scores Q K^T / sqrt(d_k)",
-    "masked": "the masked scores (-inf above the diagonal)",
-    "weights": "the weights softmax(masked scores)",
-    "out": "the output A V",
-}
 # the order a head computes its slots in: a departure is explained by the first mutations in this order
 ORDER = ("projections", "values", "scale", "dtype", "switch", "mask", "fill", "softmax", "randomness")
 RTOL, ATOL = 1e-9, 1e-12  # float64 agreement; float32 rounding shows as a departure (described as such)
@@ -109,15 +86,19 @@ class Bound:
 @dataclass
 class Departure:
     """The first value that leaves the model followed so far: its record, the stage it should have been, the
-    words that compare them, and the mutations (of those found) whose model it matches (() when none does)."""
+    finding that compares them, and the mutations (of those found) whose model it matches (() when none does)."""
 
     record: Record
     stage: str
-    description: str
+    finding: Finding
     expected: torch.Tensor | None
     explained_by: tuple[str, ...] = ()
     causal: bool = True
     context: dict[int, str] = field(default_factory=dict)  # the lines around it, by number
+
+    @property
+    def description(self) -> str:
+        return self.finding.words
 
 
 @dataclass
@@ -142,13 +123,6 @@ def probe(T: int | None = None, square: bool = False) -> dict[str, torch.Tensor]
     shapes = {"X": (PROBE_B, T or PROBE_T, PROBE_D), "W_Q": (PROBE_D, d_k), "W_K": (PROBE_D, d_k)}
     shapes["W_V"] = (PROBE_D, d_v)
     return {n: torch.randn(*shape, generator=g, dtype=torch.float64) for n, shape in shapes.items()}
-
-
-def set_here(var: str, value: float, line: int, code: str) -> str:
-    """'; `d_k` is set here (5 on the grader's probe) and used at line 11: `...`': the number that had to change,
-    made on another line. Its value is the probe's (a width read off the probe's X), not the student's inputs'
-    (issue 53): said so."""
-    return f"; `{var}` is set here ({value:.6g} on the grader's probe) and used at line {line}: `{code}`"
 
 
 def traced(
@@ -557,11 +531,7 @@ def departures(
             met = next((x for x in records[k + 1 :] if f"v:{r.index}" in x.reads and _nan_source(trace, x, derived)), r)
             nan = _nan_source(trace, met, derived) if met is not r else None
         if nan is not None:
-            words = (
-                "NaN from 0 * -inf: this constant holds NaN where a 0 was multiplied by -inf (an additive mask made "
-                f"by multiplying by -inf, or -inf times a 0/1 mask), and it brings NaN into {NAMES.get(due, due)}: "
-                f"{describe(met, due, stages, tensors, causal)}. Build the mask with masked_fill or torch.where"
-            )
+            words = Finding("nan_constant", stage=due, inner=describe(met, due, stages, tensors, causal))
             found.append(Departure(replace(nan, value=met.value), due, words, stages.get(due), explained, causal))
         elif site is r and (source := _mask_source(trace, r, stages) if causal else _flag_site(trace, r)) is not None:
             # the line that made the mask: its pattern at causal=True; at causal=False a mask that hides anything is
@@ -572,30 +542,30 @@ def departures(
                 Departure(at, due, describe(r, due, stages, tensors, causal), stages.get(due), explained, causal)
             )
         elif site is not r:
-            words = f"{NAMES[good[site.index]]} computed here is never used: nothing after it reads the result"
-            if site.op.endswith("masked_fill") or site.op == "masked_fill":
-                words += " (masked_fill returns a new tensor: assign it, or use masked_fill_)"
+            unassigned = site.op.endswith("masked_fill") or site.op == "masked_fill"
+            words = Finding("never_used", stage=good[site.index], masked_fill=unassigned)
             found.append(Departure(site, good[site.index], words, stages.get(good[site.index]), explained, causal))
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
             words = describe(r, due, stages, tensors, causal)
-            swap = words if words in SUBSTITUTIONS else SUBSTITUTED.get(explained[0]) if len(explained) == 1 else None
-            operand = _operand_site(trace, tensors, *SUBSTITUTIONS[swap]) if swap is not None else None
+            swap = (
+                words if words.kind == "substituted" else SUBSTITUTED.get(explained[0]) if len(explained) == 1 else None
+            )
+            operand = _operand_site(trace, tensors, *swap.operand) if swap is not None else None
             made = _made_elsewhere(trace, viewed or r, _wrong_numbers(r, due, stages, tensors, causal))
-            unscaled = _scores_line(trace, r, good) if words.startswith(UNSCALED) else None
+            unscaled = _scores_line(trace, r, good) if words.kind == "unscaled" else None
             if operand is not None:  # the input (or the wrong projection) taken where a projection belongs
                 at = replace(r, file=str(operand["file"]), line=int(operand["line"]), code=str(operand["code"]))
                 if operand.get("param"):  # a helper's parameter, bound to the wrong input by its caller
-                    words += f"; `{operand['var']}` is passed here and used at line {r.line}: `{r.code}`"
+                    words = words.noted(Note("passed", r.line, r.code, var=str(operand["var"])))
             elif unscaled is not None:  # no scale at all: it belongs where the scores are computed
                 at = replace(r, file=unscaled.file, line=unscaled.line, code=unscaled.code)
             elif made is not None:  # the number that had to change was made on another line: that line
                 use = viewed or r
-                words += set_here(made.var, made.value, use.line, use.code)
+                words = words.noted(Note("set", use.line, use.code, var=made.var, value=made.value))
                 at = replace(r, file=made.file, line=made.line, code=made.code)
             elif (thrown := _thrown_away(trace, r)) is not None:  # the line meant to change an array binds nothing
-                words += f"; this line computes from `{thrown.var}` and binds nothing, and line {r.line} reads "
-                words += f"`{thrown.var}` as it was: `{r.code}` (assign the result where it is meant to change it)"
+                words = words.noted(Note("thrown", r.line, r.code, var=thrown.var))
                 at = replace(r, file=thrown.file, line=thrown.line, code=thrown.code)
             found.append(Departure(at, due, words, stages.get(due), explained, causal))
         if nxt is None:
@@ -629,15 +599,12 @@ def _passed_over(
             continue
         pending.remove(m)
         words, at = describe(r, hit, stages, tensors, causal), r
-        operand = _operand_site(trace, tensors, *SUBSTITUTIONS[SUBSTITUTED[m]]) if m in SUBSTITUTED else None
+        operand = _operand_site(trace, tensors, *SUBSTITUTED[m].operand) if m in SUBSTITUTED else None
         if operand is not None:
             words = SUBSTITUTED[m]
             at = replace(r, file=str(operand["file"]), line=int(operand["line"]), code=str(operand["code"]))
         out.append(Departure(at, hit, words, stages[hit], (m,), causal))
     return out
-
-
-UNSCALED = "the scores Q K^T, never divided by sqrt(d_k)"
 
 
 def _scores_line(trace: Trace, r: Record, good: dict[int, str]) -> Record | None:
@@ -650,18 +617,9 @@ def _scores_line(trace: Trace, r: Record, good: dict[int, str]) -> Record | None
     return by.get(min(found))
 
 
-# the words of a projection left out or swapped (_swapped): the operand it stands for, and where it came from
-SUBSTITUTIONS = {
-    "X used where Q = X W_Q and K = X W_K belong: W_Q and W_K are never applied": ("Q", "X"),
-    "X used where Q = X W_Q belongs: W_Q is never applied": ("Q", "X"),
-    "X used where K = X W_K belongs: W_K is never applied": ("K", "X"),
-    "X W_Q used where K = X W_K belongs: the keys come from the query projection": ("K", "W_Q"),
-    "X W_K used where Q = X W_Q belongs: the queries come from the key projection": ("Q", "W_K"),
-    "X used where V = X W_V belongs: W_V is never applied": ("V", "X"),
-}
-SUBSTITUTED = {  # the error model's projections swapped: their words
-    "no_value_projection": "X used where V = X W_V belongs: W_V is never applied",
-    "keys_from_query_projection": "X W_Q used where K = X W_K belongs: the keys come from the query projection",
+SUBSTITUTED = {  # the error model's projections swapped: what they found
+    "no_value_projection": Finding("substituted", role="V", source="X"),
+    "keys_from_query_projection": Finding("substituted", role="K", source="W_Q"),
 }
 
 
@@ -982,26 +940,21 @@ def _filled(
     out += _scale_passed(trace, r, chain, level, to, tensors, causal)
     pattern = next((m for m in steps if SLOT_OF[m] == "mask"), None)
     if pattern is not None and not torch.equal(hidden[0], future):
-        words = _masking(s.masked_fill(hidden, float("-inf")), s) or "hides other entries than the future keys"
+        words = _masking(s.masked_fill(hidden, float("-inf")), s) or Finding("hides_other")
         site = _pattern_origin(trace, _mask_pattern(trace, r, hidden[0]), T) or r
         out.append(Departure(site, "masked", words, expected, (pattern,), causal))
     switch = next((m for m in steps if SLOT_OF[m] == "switch"), None)
     if switch is not None and not causal:
-        words = f"the future keys masked (with {c:.6g}) although causal=False asks for the unmasked head"
+        words = Finding("masked_uncausal", fill=c)
         out.append(Departure(r, "masked", words, expected, (switch,), causal))
-    which = "the future keys" if torch.equal(hidden[0], future) else "the entries it hides"
-    words = (
-        f"{c:.6g} added to {which} instead of -inf: at large scores it no longer hides them"
-        if additive
-        else f"{which} filled with {c:.6g} instead of -inf: a finite fill hides them only while the scores stay small"
-    )
+    words = Finding("fill", fill=c, added=additive, future=torch.equal(hidden[0], future))
     viewed = _viewed(trace, r, T)  # written into a reshaped copy (``X[~mask] = value`` on (B * T, T)): that line
     use = viewed or r
     added = _mask_source(trace, r, chain[level][1]) if additive else None  # the additive mask's own line
     made = _made_elsewhere(trace, use, [(c, ())])
     at = replace(r, file=use.file, line=use.line, code=use.code)
     if made is not None:
-        words += set_here(made.var, made.value, use.line, use.code)
+        words = words.noted(Note("set", use.line, use.code, var=made.var, value=made.value))
         at = replace(r, file=made.file, line=made.line, code=made.code)
     elif added is not None:
         at = replace(r, file=added.file, line=added.line, code=added.code)
@@ -1100,8 +1053,8 @@ def _mask_source(trace: Trace, r: Record, stages: dict[str, torch.Tensor]) -> Re
         m = x.value if x.value.dim() < 4 else _one_matrix(x.value)
         if m is not None and m.dtype.is_floating_point and _equal(r.value, s + m.double()):
             return x
-    words = _masking_of(r.value, stages)
-    if words is None or not words.startswith("hides"):
+    masking = _masking_of(r.value, stages)
+    if masking is None or masking.kind != "hides":
         return None
     if r.numpy:  # the arrays the line reads by name (``np.where(future, -np.inf, scores)``), its only dataflow
         named = _numpy_reads(trace)
@@ -1161,7 +1114,7 @@ def _flagged(source: Record, use: Record) -> bool:
     return source.flag and not use.flag
 
 
-def _masking_of(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> str | None:
+def _masking_of(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> Finding | None:
     """:func:`_masking` of ``v`` against the scaled scores, or against the scores not yet scaled (a mask applied
     before the scale: ``-inf / sqrt(d_k)`` is -inf)."""
     for base in ("scaled", "scores"):
@@ -1188,12 +1141,12 @@ def _wrong_numbers(
     expected = stages.get(due)
     if due in ("scaled", "masked") and expected is not None and v.shape == expected.shape:
         said = describe_fit(v, expected)
-        if said is not None and said.startswith("FACTOR:"):
-            out.append((float(said.removeprefix("FACTOR:")) * d_k**-0.5, (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
+        if said is not None and said.kind == "factor" and said.factor is not None:
+            out.append((said.factor * d_k**-0.5, (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
     if due in ("Q", "K") and expected is not None and v.shape == expected.shape:  # ``q = q * self.scale``: the
         said = describe_fit(v, expected)  # factor the queries (or keys) were scaled by, where 1/sqrt(d_k) belongs
-        if said is not None and said.startswith("FACTOR:"):
-            out.append((float(said.removeprefix("FACTOR:")), (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
+        if said is not None and said.kind == "factor" and said.factor is not None:
+            out.append((said.factor, (d_k, d_k**0.5, 1 / d_k, d_k**-0.5)))
     if due == "masked" and "scaled" in stages and v.shape == stages["scaled"].shape and v.dim() == 3:
         T = v.shape[-1]
         future = torch.ones(T, T, dtype=torch.bool).triu(1).expand_as(v)
@@ -1406,8 +1359,9 @@ def _rank(stage: str) -> int:
 # ---- the words -------------------------------------------------------------------------------------
 
 
-def _quantity(c: float, d: int, d_k: int, T: int, d_v: int) -> str:
-    """A constant factor named by what it equals: '1/sqrt(d_k)', 'sqrt(d_k)', '1/d_k', ..."""
+def _quantity(c: float, d: int, d_k: int, T: int, d_v: int) -> tuple[str, bool]:
+    """What a constant factor equals: '1/sqrt(d_k)', 'sqrt(d_k)', '1/d_k', ..., or a fixed number's square root
+    ('1/sqrt(16)', True); ('', False) when nothing."""
     names = {
         "1/sqrt(d_k)": d_k**-0.5,
         "sqrt(d_k)": d_k**0.5,
@@ -1423,13 +1377,13 @@ def _quantity(c: float, d: int, d_k: int, T: int, d_v: int) -> str:
     }
     for name, x in names.items():
         if math.isclose(c, x, rel_tol=1e-6):
-            return f"{name} = {c:.4g}" if name not in ("1", "-1") else name
+            return name, False
     if c > 0 and math.isclose(c**-2, round(c**-2), rel_tol=1e-6):
-        return f"1/sqrt({round(c**-2)}) = {c:.4g}, a fixed number (d_k = {d_k} here)"
-    return f"{c:.6g}"
+        return f"1/sqrt({round(c**-2)})", True
+    return "", False
 
 
-def describe_fit(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def describe_fit(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     """A short comparison of ``v`` with ``e`` when one of the simple relations holds (used to pick the stage)."""
     v, e = v.double(), e.double()
     for how in _RELATIONS:
@@ -1439,16 +1393,13 @@ def describe_fit(v: torch.Tensor, e: torch.Tensor) -> str | None:
     return None
 
 
-FLOAT32_WORDS = "it was computed in float32"  # how a value off by float32 rounding alone is said
-
-
-def _float32(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _float32(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape or not _equal(v, e, FLOAT32_RTOL, FLOAT32_ATOL):
         return None
-    return f"equal to it only to float32 accuracy (about 1e-7 relative): {FLOAT32_WORDS}"
+    return Finding("float32")
 
 
-def _factor(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _factor(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape:
         return None
     v, e = v.double(), e.double()
@@ -1461,16 +1412,16 @@ def _factor(v: torch.Tensor, e: torch.Tensor) -> str | None:
         torch.allclose(ratios, torch.full_like(ratios, c), rtol=_ratio_rtol())
     ):
         return None
-    return f"FACTOR:{c!r}"
+    return Finding("factor", factor=c)
 
 
-def _transpose(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _transpose(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.dim() < 2 or v.shape != e.transpose(-2, -1).shape or not _equal(v, e.transpose(-2, -1)):
         return None
-    return "its transpose: rows and columns (queries and keys) are swapped"
+    return Finding("transpose")
 
 
-def _future(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _future(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape or v.dim() != 3 or v.shape[-1] != v.shape[-2]:
         return None
     T = v.shape[-1]
@@ -1479,17 +1430,12 @@ def _future(v: torch.Tensor, e: torch.Tensor) -> str | None:
         return None
     seen = v[future]
     if bool(torch.isneginf(seen).all()) and bool(torch.isfinite(e[future]).all()):
-        return "-inf above the diagonal: the future keys are masked although causal=False asks for the unmasked head"
+        return Finding("causal_ignored")
     if bool(torch.isnan(seen).any()):
-        return "NaN above the diagonal where the lecture has " + _what(e[future])
+        return Finding("future_nan", instead=_what(e[future]))
     if bool(torch.isfinite(seen).all()) and bool((seen == seen.flatten()[0]).all()):
-        return (
-            f"{float(seen.flatten()[0]):.6g} above the diagonal (the future keys j > i) where the lecture has "
-            + _what(e[future])
-        )
-    return "the future keys (j > i) not masked: above the diagonal it holds values where the lecture has " + _what(
-        e[future]
-    )
+        return Finding("future_constant", fill=float(seen.flatten()[0]), instead=_what(e[future]))
+    return Finding("future_kept", instead=_what(e[future]))
 
 
 def _what(x: torch.Tensor) -> str:
@@ -1500,16 +1446,16 @@ def _what(x: torch.Tensor) -> str:
     return "other values"
 
 
-def _nan(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _nan(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape:
         return None
     bad = torch.isnan(v) & ~torch.isnan(e)
     if not bool(bad.any()):
         return None
-    return f"NaN in {int(bad.sum())} of {bad.numel()} entries where the lecture's values are finite"
+    return Finding("nan", count=int(bad.sum()), total=bad.numel())
 
 
-def _rows(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _rows(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape or v.dim() != 3 or not bool(torch.isfinite(v).all()) or bool((v < 0).any()):
         return None
     if not bool(torch.allclose(e.sum(-1), torch.ones_like(e.sum(-1)))):
@@ -1517,17 +1463,14 @@ def _rows(v: torch.Tensor, e: torch.Tensor) -> str | None:
     rows = v.sum(-1)
     if bool(torch.allclose(rows, torch.ones_like(rows), atol=1e-9)):
         return None
-    for axis, words in (
-        (-2, "its columns sum to 1 (a softmax over dim=-2, the queries)"),
-        (0, "it sums to 1 over the batch (dim=0)"),
-    ):
+    for axis, which in ((-2, "queries"), (0, "batch")):
         s = v.sum(axis)
         if bool(torch.allclose(s, torch.ones_like(s), atol=1e-9)):
-            return f"rows that do not sum to 1: {words}"
-    return f"rows that do not sum to 1 (they sum to {float(rows.min()):.4g} to {float(rows.max()):.4g})"
+            return Finding("rows", axis=which)
+    return Finding("rows", low=float(rows.min()), high=float(rows.max()))
 
 
-def _dropout(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _dropout(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape or e.numel() == 0:
         return None
     seen = e.abs() > 1e-12 * float(e.abs().max())  # a weight of exp(-100) is 0 to dropout's eye (a finite fill)
@@ -1539,32 +1482,26 @@ def _dropout(v: torch.Tensor, e: torch.Tensor) -> str | None:
     c = float(k.median())
     if not math.isfinite(c) or c <= 1 or not bool(torch.allclose(k, torch.full_like(k, c), rtol=_ratio_rtol())):
         return None
-    p = 1 - 1 / c
-    return f"{int(zeroed.sum())} entries zeroed and the rest scaled by {c:.4g}: dropout with p = {p:.3g} left on"
+    return Finding("dropout", count=int(zeroed.sum()), factor=c, p=1 - 1 / c)
 
 
-def _clamp(v: torch.Tensor, e: torch.Tensor) -> str | None:
+def _clamp(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape or not bool(torch.isfinite(v).all()):
         return None
     differ = ~torch.isclose(v, e, rtol=1e-9, atol=1e-12)
     if not bool(differ.any()):
         return None
     lo, hi = float(v.min()), float(v.max())
-    parts = []
     floor = differ & torch.isclose(v, torch.full_like(v, lo)) & (e < lo)
     ceil = differ & torch.isclose(v, torch.full_like(v, hi)) & (e > hi)
     if not bool((floor | ceil)[differ].all()):
         return None
-    if bool(floor.any()):
-        parts.append(f"a floor: entries below {lo:.4g} raised to {lo:.4g}")
-    if bool(ceil.any()):
-        parts.append(f"a ceiling: entries above {hi:.4g} cut to {hi:.4g}")
-    return " and ".join(parts) + " (a clamp)"
+    return Finding("clamp", low=lo if bool(floor.any()) else None, high=hi if bool(ceil.any()) else None)
 
 
 # a clamp before float32 accuracy: a floor of 1e-6 moves entries by less than float32's tolerance, but only
 # a clamp leaves every changed entry at one bound
-_RELATIONS: tuple[Callable[[torch.Tensor, torch.Tensor], str | None], ...] = (
+_RELATIONS: tuple[Callable[[torch.Tensor, torch.Tensor], Finding | None], ...] = (
     _clamp,
     _float32,
     _factor,
@@ -1578,15 +1515,14 @@ _RELATIONS: tuple[Callable[[torch.Tensor, torch.Tensor], str | None], ...] = (
 
 def describe(
     r: Record, due: str, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
-) -> str:
-    """``r``'s value compared with the stage ``due`` it should have been, in the lecture's words."""
+) -> Finding:
+    """``r``'s value compared with the stage ``due`` it should have been (its words are the lecture's)."""
     assert r.value is not None
     v = r.value
     T, d, d_k = tensors["X"].shape[1], tensors["X"].shape[-1], tensors["W_Q"].shape[1]
     d_v = tensors["W_V"].shape[1]
     if due == "masked" and "masked" not in stages:
         due = "scaled"  # causal=False: the scaled scores go into the softmax unmasked
-    name = NAMES.get(due, due)
     # a value that is one of the lecture's stages (the scores where the scaled ones are due) is no substitution,
     # though a swap that leaves that stage alone (X for V) makes it too
     lecture = any(s.shape == v.shape and _equal(v, s) for s in stages.values())
@@ -1595,13 +1531,10 @@ def describe(
         return substituted
     expected = stages.get(due)
     if expected is None:
-        return f"a value where {name} is due"
+        return Finding("value_due", stage=due)
     for stage in ("masked", "scaled"):
         if stage in stages and v.shape == stages[stage].shape and _equal(v, torch.exp(stages[stage])):
-            return (
-                "exp of the scores without first subtracting each row's max: it overflows to inf at large "
-                "scores (Proposition 5.1 allows the shift)"
-            )
+            return Finding("exp_without_max")
     if due == "weights" and (by_scores := _over_scores(v, stages)) is not None:
         return by_scores
     if due in ("scores", "premasked", "scaled", "masked") and "masked" in stages:
@@ -1609,34 +1542,26 @@ def describe(
         if masking is not None:
             return masking
     said = describe_fit(v, expected)
-    if said is not None and said.startswith("FACTOR:"):
-        c = float(said.removeprefix("FACTOR:"))
+    if said is not None and said.kind == "factor" and said.factor is not None:
+        c = said.factor
         if due in ("scores", "scaled", "masked") and "scores" in stages:
             scale = c if due == "scores" else c * d_k**-0.5  # Q K^T times a factor is the scores, scaled
             if math.isclose(scale, 1.0, rel_tol=1e-9):
-                return "the scores Q K^T, never divided by sqrt(d_k) (Lemma 5.5)"
-            return (
-                f"the scores times {_quantity(scale, d, d_k, T, d_v)} where the lecture scales them by "
-                f"1/sqrt(d_k) = {d_k**-0.5:.4g} (Lemma 5.5)"
-            )
-        return f"{name} times {c:.6g}"
+                return Finding("unscaled")
+            quantity, fixed = _quantity(scale, d, d_k, T, d_v)
+            return Finding("scaled_by", factor=scale, quantity=quantity, fixed=fixed, d_k=d_k)
+        return Finding("times", stage=due, factor=c)
     if said is not None:
         return said
     if due in ("masked", "weights") and causal and not _has_future_mask(v):
-        return "the future keys (j > i) are not masked: the scores enter the softmax unmasked"
+        return Finding("not_masked")
     diff = (v.double() - expected.double()).abs() if v.shape == expected.shape else None
     if diff is not None and bool(torch.isfinite(diff).any()):
-        return f"differs from {name} (largest difference {float(diff[torch.isfinite(diff)].max()):.3g})"
-    return f"differs from {name}"
+        return Finding("differs", stage=due, largest=float(diff[torch.isfinite(diff)].max()))
+    return Finding("differs", stage=due)
 
 
-SUM_OF_SCORES = (
-    "exp of the scores divided by the sum of the scores, not by the sum of their exps: the rows do not sum to 1 "
-    "(Proposition 3.1)"
-)
-
-
-def _over_scores(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> str | None:
+def _over_scores(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> Finding | None:
     """A softmax written by hand that divides exp(s) by the sum of the scores s (each row's max subtracted or not)
     instead of by the sum of exp(s)."""
     for stage in ("masked", "scaled"):
@@ -1648,11 +1573,11 @@ def _over_scores(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> str | None
             with torch.no_grad():
                 guess = torch.exp(x) / x.sum(-1, keepdim=True)
             if _equal(v, guess) and not _equal(v, torch.softmax(s, -1)):
-                return SUM_OF_SCORES
+                return Finding("sum_of_scores")
     return None
 
 
-def _masking(v: torch.Tensor, s: torch.Tensor) -> str | None:
+def _masking(v: torch.Tensor, s: torch.Tensor) -> Finding | None:
     """How the entries ``v`` hides (those it changed from the scaled scores ``s``) differ from the future keys."""
     if v.shape != s.shape or v.dim() != 3:
         return None
@@ -1669,33 +1594,24 @@ def _masking(v: torch.Tensor, s: torch.Tensor) -> str | None:
             return None
         added = (v - s)[hidden]
         if bool(torch.isfinite(fill).all()) and bool((fill == fill[0]).all()):
-            return (
-                f"the future keys filled with {float(fill[0]):.6g} instead of -inf: a finite fill hides them only "
-                "while the scores stay small"
-            )
+            return Finding("fill", fill=float(fill[0]))
         if bool(torch.isfinite(added).all()) and bool(torch.allclose(added, added[0].expand_as(added), rtol=1e-6)):
-            return (
-                f"{float(added[0]):.6g} added to the future keys instead of -inf: at large scores it no longer hides "
-                "them"
-            )
+            return Finding("fill", fill=float(added[0]), added=True)
         if bool(torch.isnan(fill).any()):
-            return "NaN in the future keys where the lecture has -inf (0 * -inf is NaN)"
+            return Finding("fill_nan")
         return None
-    which = {
-        "the diagonal too (j >= i): each query is kept from itself": torch.ones(T, T, dtype=torch.bool).triu(),
-        "only j > i + 1: key i + 1 leaks through (the mask starts one place late)": future.triu(2),
-        "the past (j < i) instead of the future: the mask is transposed": future.T,
-        "everything the lecture keeps (j <= i): the mask is inverted": ~future,
+    which: dict[Pattern, torch.Tensor] = {
+        "diagonal": torch.ones(T, T, dtype=torch.bool).triu(),
+        "late": future.triu(2),
+        "past": future.T,
+        "inverted": ~future,
     }
-    for words, pattern in which.items():
+    for name, pattern in which.items():
         if torch.equal(h, pattern):
-            return f"hides {words}"
+            return Finding("hides", pattern=name)
     if not bool(h.any()):
         return None
-    return (
-        f"hides {int(h.sum())} of the {T * T} entries of each batch element where the lecture hides the "
-        f"{int(future.sum())} future ones"
-    )
+    return Finding("hides", count=int(h.sum()), total=T * T, future_count=int(future.sum()))
 
 
 def _has_future_mask(v: torch.Tensor) -> bool:
@@ -1707,7 +1623,7 @@ def _has_future_mask(v: torch.Tensor) -> bool:
 
 def _substituted(
     v: torch.Tensor, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
-) -> str | None:
+) -> Finding | None:
     """'X used where Q = X W_Q belongs': ``v`` is a stage computed with an input, or the wrong projection, in
     place of Q, K or V."""
     for words, stage in _swapped(tensors, causal):
@@ -1716,10 +1632,10 @@ def _substituted(
     return None
 
 
-_SWAPPED: dict[tuple[int, bool], tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]] = {}  # the last probes'
+_SWAPPED: dict[tuple[int, bool], tuple[torch.Tensor, list[tuple[Finding, torch.Tensor]]]] = {}  # the last probes'
 
 
-def _swapped(tensors: dict[str, torch.Tensor], causal: bool) -> list[tuple[str, torch.Tensor]]:
+def _swapped(tensors: dict[str, torch.Tensor], causal: bool) -> list[tuple[Finding, torch.Tensor]]:
     """The stages of the head with an input or the wrong projection in place of Q, K or V, on this probe (kept
     for the probe being followed: every departure of one trace compares with the same ones)."""
     X, W_Q, W_K, W_V = (tensors[n] for n in ("X", "W_Q", "W_K", "W_V"))
@@ -1728,17 +1644,17 @@ def _swapped(tensors: dict[str, torch.Tensor], causal: bool) -> list[tuple[str, 
         return kept[1]
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     d_k = W_Q.shape[1]
-    swaps: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = [
-        ("X used where Q = X W_Q and K = X W_K belong: W_Q and W_K are never applied", X, X, V),
-        ("X used where Q = X W_Q belongs: W_Q is never applied", X, K, V),
-        ("X used where K = X W_K belongs: W_K is never applied", Q, X, V),
-        ("X W_Q used where K = X W_K belongs: the keys come from the query projection", Q, Q, V),
-        ("X W_K used where Q = X W_Q belongs: the queries come from the key projection", K, K, V),
-        ("X used where V = X W_V belongs: W_V is never applied", Q, K, X),
+    swaps: list[tuple[Finding, torch.Tensor, torch.Tensor, torch.Tensor]] = [
+        (Finding("substituted", role="QK", source="X"), X, X, V),
+        (Finding("substituted", role="Q", source="X"), X, K, V),
+        (Finding("substituted", role="K", source="X"), Q, X, V),
+        (Finding("substituted", role="K", source="W_Q"), Q, Q, V),
+        (Finding("substituted", role="Q", source="W_K"), K, K, V),
+        (Finding("substituted", role="V", source="X"), Q, K, X),
     ]
     T = X.shape[1]
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
-    out: list[tuple[str, torch.Tensor]] = []
+    out: list[tuple[Finding, torch.Tensor]] = []
     for words, q, k, val in swaps:
         if q.shape[-1] != k.shape[-1]:
             continue
@@ -1837,10 +1753,10 @@ def _swapped_sites(
         if m not in SUBSTITUTED or m in shown or not causal:
             continue
         words = SUBSTITUTED[m]
-        site = _operand_site(trace, tensors, *SUBSTITUTIONS[words])
+        site = _operand_site(trace, tensors, *words.operand)
         if site is None:
             continue
-        role = SUBSTITUTIONS[words][0]
+        role = words.operand[0]
         at = Record(-1, "", str(site["file"]), int(site["line"]), str(site["code"]), (), None)
         out.append(Departure(at, role, words, None, (m,), causal))
     return out

@@ -485,7 +485,7 @@ def _graph_cut(
         moved = out({**given, name: given[name] * 1.5 + 0.25})
         if moved is not None and (moved.shape != base.shape or not torch.equal(moved, base)):
             cut.append(name)
-    return [contract_cause(GRAPH_CUT, listed(cut), ["gradient_blocks"])] if cut else []
+    return [contract_cause(GRAPH_CUT, listed(cut), ["gradient_blocks"]).with_facts(inputs=tuple(cut))] if cut else []
 
 
 def _slipped(slips: list[tuple[torch.dtype, torch.dtype]]) -> str:
@@ -645,7 +645,7 @@ def _crashes(failing: list[CheckResult], seen: dict[str, list[Seen] | None]) -> 
         causes.append(
             Diagnosis(
                 id=cid, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=details[line]
-            )
+            ).with_facts(exception=exception(line))
         )
     return causes
 
@@ -718,7 +718,8 @@ def _breaches(failing: list[CheckResult], passed: set[str]) -> list[Diagnosis]:
     stop = next(
         s for c in failing if (s := _stopped(c)) is not None and s.kind == "breach" and first_line(s.text) == line
     )
-    return [contract_cause(cid, line.rstrip("."), list(lines)).with_facts(shape_of=stop.shape_of)]
+    cause = contract_cause(cid, line.rstrip("."), list(lines))
+    return [cause.with_facts(shape_of=stop.shape_of, undifferentiable=stop.undifferentiable)]
 
 
 def _makes_non_finite(mutation: str, fitted: dict[str, float]) -> bool:

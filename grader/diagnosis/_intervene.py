@@ -54,15 +54,12 @@ import torch
 from grader.diagnosis._departure import (
     FLOAT32_ATOL,
     FLOAT32_RTOL,
-    NAMES,
     PROBE_B,
     PROBE_D,
     PROBE_DK,
     PROBE_DV,
     PROBE_T,
     RANK,
-    SUBSTITUTIONS,
-    TITLES,
     Bound,
     Record,
     Trace,
@@ -91,10 +88,10 @@ from grader.diagnosis._departure import (
     describe_fit,
     float32_accuracy,
     probe,
-    set_here,
     stages_of,
     traced,
 )
+from grader.diagnosis._finding import SUBSTITUTIONS, Finding, Note
 from grader.diagnosis._known import PROBE_SEED
 from grader.head import Head
 
@@ -113,13 +110,13 @@ Run = Callable[[Sequence[dict[str, Any]]], Trace | None]  # the head traced with
 @dataclass(frozen=True)
 class Intervention:
     """One mistake: the value that departed (as first seen), the stage it was replaced by (or pass-through),
-    the patches that did it (one per occurrence of the line), and the words comparing value and stage."""
+    the patches that did it (one per occurrence of the line), and the finding comparing value and stage."""
 
     record: Record
     stage: str
     passthrough: bool
     patches: tuple[dict[str, Any], ...]
-    description: str
+    finding: Finding
     expected: torch.Tensor | None
     causal: bool
     value: torch.Tensor | None = None  # the departing value in the stage's own layout (B, T, n)
@@ -131,6 +128,10 @@ class Intervention:
     @property
     def at(self) -> Record:
         return self.site or self.record
+
+    @property
+    def description(self) -> str:
+        return self.finding.words
 
 
 @dataclass
@@ -487,7 +488,7 @@ def _prescaled(
             layouts(stages[stage], r.value.shape), layouts(offered[scaled], r.value.shape), strict=True
         ):
             fit = describe_fit(r.value, plain) if not name.startswith("seq:") else None
-            if fit is not None and fit.startswith("FACTOR:"):
+            if fit is not None and fit.kind == "factor":
                 patch = {**_site(r), "nth": _nth(trace, r), "value": value, "stage": scaled, "layout": name}
                 out.append(_Candidate(scaled, False, [patch], layout=name))
                 break
@@ -583,7 +584,9 @@ def walk(
         if due == UNSCALED:
             due, view = "masked", {**stages, "scaled": stages["scores"], "masked": _offered(stages)[UNSCALED]}
         with float32_accuracy() if value is not None and value.dtype == torch.float32 else nullcontext():
-            words = describe(seen, due, view, tensors, causal) if value is not None else f"a value where {due} is due"
+            words = (
+                describe(seen, due, view, tensors, causal) if value is not None else Finding("value_due", due, raw=True)
+            )
         context = trace.context.get(r.file, {})
         good = {k: h[0] for k, h in dep.good.items()}
         alike = _masked_alike(trace, good)
@@ -592,9 +595,8 @@ def walk(
         if dropped is not None and any(i.site is not None and i.site.index == dropped.index for i in found):
             dropped = None  # said already: this departure is another mistake of the op that should have read it
         if dropped is not None:  # the stage was computed, then never used: that line is the one to edit
-            words = f"{NAMES[good[dropped.index]]} computed here is never used: nothing after it reads the result"
-            if dropped.index in alike:  # another pattern than the lecture's: said as it is
-                words = f"{TITLES[good[dropped.index]]} {ALIKE} are never used: nothing after it reads the result"
+            # another pattern than the lecture's (alike): said as it is
+            words = Finding("never_used", good[dropped.index], alike=dropped.index in alike)
             context = trace.context.get(dropped.file, {})
             # patched as the edit would: the value read in its place becomes it, so a mistake of the op that reads
             # it (a softmax over the wrong axis, a wrong scale after a mask thrown away) is one more
@@ -605,7 +607,7 @@ def walk(
         elif not causal and (made := _flag_site(trace, r)) is not None:
             # a mask applied whatever the flag, made where the flag is in reach (a helper that has none applies it)
             dropped = made
-            words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
+            words = words.noted(Note("applied", r.line, r.code))
             context = trace.context.get(made.file, {})
         elif (
             causal
@@ -617,7 +619,7 @@ def walk(
             elsewhere = (made.file, made.line) != (r.file, r.line)
             if elsewhere:
                 dropped = made  # the mask hides the wrong entries: the line that made its pattern
-                words += f"; the mask is made here and applied at line {r.line}: `{r.code}`"
+                words = words.noted(Note("applied", r.line, r.code))
                 context = trace.context.get(made.file, {})
             # patched where the pattern is made, when that alone moves past the use: the use keeps its own fill, a
             # mistake of its own that huge scores show (a diagonal hidden with -1e4: two mistakes, two lines). On the
@@ -633,13 +635,10 @@ def walk(
             dropped, best = swap
             passed_in = _passed_in(trace, dropped)  # made of a parameter bound to the wrong input: the caller's line
             if passed_in is not None:
-                words += (
-                    f"; it is made at line {dropped.line} (`{dropped.code}`) of the argument passed here, and used at"
-                    f" line {r.line}: `{r.code}`"
-                )
+                words = words.noted(Note("argument", r.line, r.code, made_line=dropped.line, made_code=dropped.code))
                 dropped = passed_in
             else:
-                words += f"; it is made here and used at line {r.line}: `{r.code}`"
+                words = words.noted(Note("made", r.line, r.code))
             context = trace.context.get(dropped.file, {})
         elif (
             due in ("scaled", "masked")
@@ -647,10 +646,14 @@ def walk(
             and (number := _number_made(trace, seen, due, view, tensors, causal)) is not None
         ):
             # the number that had to change (a scale, a fill) was made on another line: ``scale = d_k ** -1``
-            words += set_here(number.var, number.value, r.line, r.code)
+            words = words.noted(Note("set", r.line, r.code, var=number.var, value=number.value))
             dropped = replace(r, file=number.file, line=number.line, code=number.code)
             context = trace.context.get(number.file, {})
-        elif words.startswith("X used where") and (alias := _alias(trace, r, words, tensors)) is not None:
+        elif (
+            words.kind == "substituted"
+            and words.source == "X"
+            and (alias := _alias(trace, r, words, tensors)) is not None
+        ):
             # the input bound where a projection belongs (``v = X``, or passed as the values: ``f(q, k, X)``)
             dropped = replace(r, file=str(alias["file"]), line=int(alias["line"]), code=str(alias.get("code", "")))
             context = trace.context.get(dropped.file, {})
@@ -685,11 +688,11 @@ def _number_made(
     return _made_elsewhere(trace, r, _wrong_numbers(r, due, stages, tensors, causal))
 
 
-def _alias(trace: Trace, r: Record, words: str, tensors: dict[str, torch.Tensor]) -> dict[str, Any] | None:
+def _alias(trace: Trace, r: Record, words: Finding, tensors: dict[str, torch.Tensor]) -> dict[str, Any] | None:
     """The binding of a name ``r``'s line reads to the input X itself (the queries' operand first), else the
     first local bound to an input in the call's own body; in a NumPy head, an array bound to X's values under
     another name (``v = x``)."""
-    bound = _bound(trace, r, "in:X", words.startswith("X used where Q"))
+    bound = _bound(trace, r, "in:X", words.operand[0] == "Q")
     bound = bound or next((a for a in trace.aliases if not a.get("param")), None)
     return bound or (_named_array(trace, tensors, "X") if any(x.numpy for x in trace.records) else None)
 
@@ -761,16 +764,15 @@ def _past_crash(
         words = UNPROJECTED[stage]
         return Intervention(record, stage, False, (patch,), words, stages[stage], causal, tensors["X"], context), got
     record = Record(len(trace.records), "raise", file, line, str(raised.get("code", "")), (), None)
-    words = (
-        f"it raises {raised.get('type') or 'an exception'} here; with {NAMES.get(stage, stage)} in place of this "
-        "line's result the head goes on"
-    )
+    words = Finding("raises", stage, exception=str(raised.get("type") or ""))
     return Intervention(record, stage, False, (patch,), words, stages[stage], causal, None, context), got
 
 
 # a crash at an op that read the input X alone, where the walk put a projection's stage: that projection left out,
 # in the words a departure says it in (one projection each)
-UNPROJECTED = {stage: words for words, (stage, source) in SUBSTITUTIONS.items() if source == "X" and "and" not in words}
+UNPROJECTED = {
+    role: Finding("substituted", role=role, source=x) for role, x in SUBSTITUTIONS if x == "X" and role != "QK"
+}
 
 
 def _crash_forms(stages: dict[str, torch.Tensor], shape: Any) -> dict[str, list[tuple[str, torch.Tensor]]]:
@@ -908,8 +910,8 @@ def _pattern(trace: Trace, r: Record, value: torch.Tensor, stages: dict[str, tor
     made with, when the mask is what is wrong (on that line or another): from the mask applied, back through the
     square constants it was computed from (a buffer's slice, ``== 0``, ``.bool()``) to the first one that holds the
     pattern (``torch.tril(torch.ones(T, T))`` in ``__init__``, not its ``ones``)."""
-    words = _masking(value, stages["scaled"]) if "scaled" in stages and value.shape == stages["scaled"].shape else None
-    source = _mask_source(trace, replace(r, value=value), stages) if words and words.startswith("hides") else None
+    said = _masking(value, stages["scaled"]) if "scaled" in stages and value.shape == stages["scaled"].shape else None
+    source = _mask_source(trace, replace(r, value=value), stages) if said and said.kind == "hides" else None
     if source is None:
         return None  # what the mask hides is right: its fill (or a NaN it brings) is what is wrong
     by = {f"v:{x.index}": x for x in trace.records}
@@ -965,9 +967,6 @@ def _used_instead(
     if cand.trace is None or cand.trace.raised is not None:
         return None
     return cand
-
-
-ALIKE = "made here (masked with a pattern of their own)"
 
 
 def _masked_alike(trace: Trace, good: dict[int, str]) -> dict[int, str]:

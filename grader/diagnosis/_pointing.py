@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -21,12 +22,8 @@ import torch
 
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import (
-    FLOAT32_WORDS,
-    NAMES,
     PROBE_T,
     SUBSTITUTED,
-    SUBSTITUTIONS,
-    TITLES,
     Departure,
     Record,
     Trace,
@@ -40,7 +37,8 @@ from grader.diagnosis._departure import (
     stages_of,
     traced,
 )
-from grader.diagnosis._intervene import ALIKE, INTERVENE, Intervention, intervene, large
+from grader.diagnosis._finding import NAMES, TITLES, Finding, catalog
+from grader.diagnosis._intervene import INTERVENE, Intervention, intervene, large
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
@@ -72,6 +70,25 @@ def point(
     runs: at ``length``, with ``flags``, with d_k = d_v = d when ``square``); one whose words are a catalog
     cause's that no check in ``passed`` rules out is named as that cause. ``walked``, when given, receives the
     complete walk and the ids of the causes it made (for the proof, ``_proof``)."""
+    shown = _SHOWN.set({})  # the findings of the departures this call attaches
+    try:
+        return _point(head, causes, failing, combo, fitted, flags, length, square, passed, walked)
+    finally:
+        _SHOWN.reset(shown)
+
+
+def _point(
+    head: Head,
+    causes: list[Diagnosis],
+    failing: list[CheckResult],
+    combo: Combo,
+    fitted: dict[str, float],
+    flags: tuple[bool, ...],
+    length: int | None,
+    square: bool,
+    passed: frozenset[str],
+    walked: Walked | None,
+) -> list[Diagnosis]:
     once = cache(lambda: traced(head, probe(length, square), True))  # one traced call on the probe serves all three
     out = _forbidden_lines(once, _left_torch(once, _crash_lines(head, causes, length)), failing)
     out = _return_lines(once, _cut_lines(once, out))
@@ -141,7 +158,7 @@ def _float32_cause(cid: str) -> bool:
 
 def _in_float32(d: Departure) -> bool:
     """A departure whose value is the stage to float32 accuracy only (see ``_departure._float32``)."""
-    return FLOAT32_WORDS in d.description
+    return d.finding.float32
 
 
 def _intervened(
@@ -176,12 +193,12 @@ def _intervened(
         if i.record.op == "raise":
             continue  # a crash: the failing checks' own cause names it
         shown = replace(i.at, value=i.value)
-        dep = Departure(shown, i.stage, i.description, i.expected, (), i.causal, dict(i.context))
+        dep = Departure(shown, i.stage, i.finding, i.expected, (), i.causal, dict(i.context))
         same = next(
             (
                 k
                 for k, c in enumerate(out[: len(causes)])  # the causes named before the walk
-                if c.departure and c.departure.causal == i.causal and c.departure.description.startswith(i.description)
+                if c.departure and c.departure.causal == i.causal and _found(c).extends(i.finding)
             ),
             None,
         )
@@ -236,96 +253,42 @@ def _intervened(
     return out
 
 
-# A departure whose words are one the error model's or the catalog's causes: that cause, with its words and price
-# (issue 35, item 4: the catalog names, the trace finds). The number is a fitted constant's, where it has one.
-_NUMBER = r"(?P<c>-?[\d.]+(?:e[-+]?\d+)?)"
-NAMED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), cid)
-    for pattern, cid in (
-        (rf"^the future keys filled with {_NUMBER} instead of -inf", "weak_mask_fill"),
-        (rf"^{_NUMBER} above the diagonal \(the future keys j > i\) where the lecture has -inf", "weak_mask_fill"),
-        (rf"^{_NUMBER} added to the future keys instead of -inf", "weak_mask_constant"),
-        (r"^hides the diagonal too", "mask_excludes_diagonal"),
-        (r"^hides only j > i \+ 1", "mask_leaks_by_one"),
-        (r"^hides the past \(j < i\)", "mask_transposed"),
-        (r"^hides everything the lecture keeps", "mask_inverted"),
-        (r"^-inf above the diagonal: the future keys are masked although causal=False", "causal_flag_ignored"),
-        (r"^the scores Q K\^T, never divided by sqrt\(d_k\)", "no_scaling"),
-        (r"^the scores times 1/d_k = ", "scale_by_dk"),
-        (r"^the scores times 1/sqrt\(d\) = ", "scale_by_sqrt_d_model"),
-        (r"^the scores times 1/sqrt\(T\) = ", "scale_by_sqrt_T"),
-        (r"^the scores times 1/sqrt\(d_v\) = ", "scale_by_sqrt_dv"),
-        (r"^the scores times sqrt\(d_k\) = ", "scale_times_sqrt_dk"),
-        (r"^exp of the scores without first subtracting each row's max", "unstable_softmax"),
-        (rf"dropout with p = {_NUMBER} left on$", "dropout_left_on"),
-        (r"^rows that do not sum to 1: its columns sum to 1", "softmax_wrong_axis"),
-        (r"^rows that do not sum to 1: it sums to 1 over the batch", "softmax_over_batch"),
-        (r"^X used where V = X W_V belongs", "no_value_projection"),
-        (r"^X W_Q used where K = X W_K belongs", "keys_from_query_projection"),
-        (r"^X used where Q = X W_Q and K = X W_K belong", "no_query_key_projection"),
-        (r"^X used where Q = X W_Q belongs", "no_query_projection"),
-        (r"^X used where K = X W_K belongs", "no_key_projection"),
-    )
-)
-# words only an intervention's departure says (its stage computed, then never used: the mask's or the scale's
-# result thrown away; the weights returned transposed), beside those of NAMED_WORDS
-INTERVENED_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), cid)
-    for pattern, cid in (
-        (rf"^{re.escape(NAMES['masked'])} computed here is never used", "no_mask"),
-        (rf"^{re.escape(NAMES['premasked'])} computed here is never used", "no_mask"),
-        (rf"^{re.escape(NAMES['scaled'])} computed here is never used", "no_scaling"),
-        (rf"^the masked scores (before the scale )?{re.escape(ALIKE)} are never used", "no_mask"),
-    )
-)
-SOFTMAX_FLOAT32 = (
-    re.compile(r"^equal to it only to float32 accuracy .*: it was computed in float32"),
-    "softmax_in_float32",
-)
-TRANSPOSED_WEIGHTS = (
-    re.compile(r"^its transpose: rows and columns \(queries and keys\) are swapped"),
-    "weights_transposed",
-)
-
-
 def _said(c: Diagnosis) -> bool:
-    """Whether ``c`` stands at a line whose departure's words name it (the catalog's words for its id)."""
+    """Whether ``c`` stands at a line whose departure's finding names it (the catalog's cause for its id)."""
     if c.where is None or c.departure is None:
         return False
-    words = (*NAMED_WORDS, *INTERVENED_WORDS, SOFTMAX_FLOAT32, TRANSPOSED_WEIGHTS)
-    return any(cid == c.id and pattern.search(c.departure.description) for pattern, cid in words)
+    named = catalog(_found(c), never_used=True, transposed=True, float32=True)
+    return named is not None and named[0] == c.id
 
 
 def _named(
     dep: Departure, unexplained: list[str], failed: set[str], passed: frozenset[str], intervened: bool = False
 ) -> Diagnosis | None:
-    """The cause of the catalog ``dep``'s words describe, explaining the checks left and the failing ones it
-    breaks; None when its words are no cause's, or a passing check rules that cause out (it stays a departure
-    of its own). ``intervened``: the departure is an intervention's (its words say more: a stage never used, the
-    weights returned transposed)."""
-    extra = INTERVENED_WORDS if intervened else ()
-    if intervened and dep.stage == "weights":  # the weights' transpose, where it is their own value's
-        extra += (TRANSPOSED_WEIGHTS,)
-    if intervened and dep.stage in ("masked", "weights"):  # float32 from the softmax's input on: its softmax's
-        extra += (SOFTMAX_FLOAT32,)
-    for pattern, cid in (*NAMED_WORDS, *extra):
-        found = pattern.search(dep.description)
-        if found is None:
-            continue
-        if set(cause(cid).ruled_out_by) & passed:
+    """The cause of the catalog ``dep``'s finding names (issue 35, item 4: the catalog names, the trace finds),
+    explaining the checks left and the failing ones it breaks; None when it names no cause, or a passing check
+    rules that cause out (it stays a departure of its own). ``intervened``: the departure is an intervention's
+    (it says more: a stage never used, the weights returned transposed, a float32 softmax)."""
+    found = catalog(
+        dep.finding,
+        never_used=intervened,
+        transposed=intervened and dep.stage == "weights",  # the weights' transpose, where it is their own value's
+        float32=intervened and dep.stage in ("masked", "weights"),  # float32 from the softmax's input on
+    )
+    if found is None:
+        return None
+    cid, number = found
+    if set(cause(cid).ruled_out_by) & passed:
+        return None
+    if cid in SLOT_OF:
+        fitted = {FITTED[cid]: number} if number is not None and cid in FITTED else {}
+        if cid in FITTED and not fitted:
             return None
-        if cid in SLOT_OF:
-            number = found.groupdict().get("c")
-            fitted = {FITTED[cid]: float(number)} if number is not None and cid in FITTED else {}
-            if cid in FITTED and not fitted:
-                return None
-            named = mutation_cause(cid, fitted, failed)
-        else:
-            title, hint, cites = cause(cid).words(code=dep.record.code, line=dep.record.line)
-            explains = [c for c in violates(cid) if c in failed]
-            named = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=explains)
-        return named.model_copy(update={"explains": sorted({*named.explains, *unexplained})})
-    return None
+        named = mutation_cause(cid, fitted, failed)
+    else:
+        title, hint, cites = cause(cid).words(code=dep.record.code, line=dep.record.line)
+        explains = [c for c in violates(cid) if c in failed]
+        named = Diagnosis(id=cid, title=title[:300], hint=hint, cites=cites, kind="departure", explains=explains)
+    return named.model_copy(update={"explains": sorted({*named.explains, *unexplained})})
 
 
 def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: dict[str, float]) -> list[Diagnosis]:
@@ -342,7 +305,7 @@ def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: 
         mine = alone if c.kind == "known" else mine  # one known bug and one intervention: the same mistake
         symptom = c.departure is not None and c.departure.stage == "out"
         used = mine is not None and mine.site is not None and c.where is not None and c.where.line == mine.record.line
-        # a scale the first departure and the walk say the same of (their words name it alike): where the walk
+        # a scale the first departure and the walk say the same of (their findings name it alike): where the walk
         # patched it is the line (unscaled scores seen at a mask on a branch, where the walk patched the product).
         # A projection keeps the first departure's line: the caller's that passed the wrong weight, not its use
         worded = (
@@ -351,15 +314,12 @@ def _placed(causes: list[Diagnosis], interventions: list[Intervention], fitted: 
             and c.where is not None
             and c.departure is not None
             and mine.at.line != c.where.line
-            and any(
-                cid == c.id and p.search(mine.description) and p.search(c.departure.description)
-                for p, cid in NAMED_WORDS
-            )
+            and _names(mine.finding) == c.id == _names(_found(c))
         )
         if mine is not None and mine.stage != "out" and (c.where is None or symptom or used or worded):
             # at its use, the mistake is where the walk found it made: a mask's pattern, a stage never used
             shown = replace(mine.at, value=mine.value)
-            c = _with(c, Departure(shown, mine.stage, mine.description, mine.expected, (), mine.causal, mine.context))
+            c = _with(c, Departure(shown, mine.stage, mine.finding, mine.expected, (), mine.causal, mine.context))
         out.append(c)
     return out
 
@@ -407,6 +367,32 @@ def _leaky(cid: str) -> str:
     return {leaky: weak for weak, leaky in LEAKY.items()}.get(cid, cid)
 
 
+def _names(f: Finding) -> str | None:
+    """The catalog's cause a finding names (as any departure's), or None."""
+    named = catalog(f)
+    return named[0] if named is not None else None
+
+
+# the finding of each departure a cause shows, by the shown departure's identity (kept alive here while the
+# pointing lasts): the report's Departure carries the words only
+_SHOWN: ContextVar[dict[int, tuple[Shown, Finding]]] = ContextVar("shown")
+
+
+def _found(c: Diagnosis) -> Finding:
+    """The finding of the departure ``c`` shows (attached by :func:`_with` in this pointing)."""
+    assert c.departure is not None
+    return _shown()[id(c.departure)][1]
+
+
+def _shown() -> dict[int, tuple[Shown, Finding]]:
+    """This pointing's findings (a fresh table where a pass is called on its own, outside :func:`point`)."""
+    try:
+        return _SHOWN.get()
+    except LookupError:
+        _SHOWN.set({})
+        return _SHOWN.get()
+
+
 def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
     r = dep.record
     where = SourceLine(file=r.file, line=r.line, code=r.code, context=dict(dep.context))
@@ -417,6 +403,7 @@ def _with(c: Diagnosis, dep: Departure) -> Diagnosis:
         produced=_matrix(r.value),
         causal=dep.causal,
     )
+    _shown()[id(shown)] = (shown, dep.finding)
     return c.model_copy(update={"where": where, "departure": shown})
 
 
@@ -447,7 +434,7 @@ def _leaving(c: Diagnosis) -> tuple[str, ...]:
     (``.detach()``, for a known bug that breaks only the gradients), or writing into an input."""
     if c.id in LEAVING:
         return LEAVING[c.id]
-    if c.id in RETURNING and "not differentiable" in c.title:  # a returned value cut from the graph: where
+    if c.id in RETURNING and c.fact("undifferentiable") is True:  # a returned value cut from the graph: where
         return LEAVING["no_autograd_graph"]  # it left it (``self.last_attn = wei.detach()``), not its return
     if c.kind == "known" and c.explains and set(c.explains) <= {"gradient_blocks", "interface"}:
         return ("inplace", "detach") if "interface" in c.explains else ("detach",)
@@ -491,7 +478,8 @@ def _cut_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
         return causes
 
     def site_of(c: Diagnosis, trace: Trace) -> dict[str, Any] | None:
-        cut = {f"in:{name}" for name in re.findall(r"\bW_[QKV]\b", c.title)} if c.id == GRAPH_CUT else set()
+        inputs = c.fact("inputs") if c.id == GRAPH_CUT else ()
+        cut = {f"in:{name}" for name in inputs} if isinstance(inputs, tuple) else set()
         r = next((r for r in trace.records if cut & set(r.reads)), None)
         return None if r is None else {"file": r.file, "line": r.line, "code": r.code}
 
@@ -631,7 +619,7 @@ def _operand_lines(once: Traced, causes: list[Diagnosis], tensors: dict[str, tor
         return causes
 
     def site_of(c: Diagnosis, trace: Trace) -> dict[str, Any] | None:
-        return _operand_site(trace, tensors, *SUBSTITUTIONS[SUBSTITUTED[c.id]]) if c.id in SUBSTITUTED else None
+        return _operand_site(trace, tensors, *SUBSTITUTED[c.id].operand) if c.id in SUBSTITUTED else None
 
     return _sited(once, causes, site_of)
 
@@ -653,8 +641,8 @@ def _forbidden_lines(once: Traced, causes: list[Diagnosis], failing: list[CheckR
 
 def _raised_it(raised: dict[str, object] | None, c: Diagnosis) -> bool:
     """Whether the traced call raised the exception crash ``c`` names."""
-    kind = str((raised or {}).get("type") or "")
-    return bool(kind) and kind in f"{c.title} {c.detail}"
+    kind, named = str((raised or {}).get("type") or ""), c.fact("exception")
+    return bool(kind) and isinstance(named, str) and kind in named
 
 
 def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> list[Diagnosis]:

@@ -140,7 +140,7 @@ def by_size(head: Head, failing: list[CheckResult]) -> tuple[Diagnosis | None, W
     )
     found = Diagnosis(
         id=SIZE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-    )
+    ).with_facts(exception=name)
     runs_there = set(PROBE_LENGTHS) <= set(worked)
     if runs_there:  # probed at their own lengths; the stopped checks run again at the longest short length
         return found, Where(runs_at=max(n for n in worked if n <= max(16, min(worked))))
@@ -180,7 +180,7 @@ def _follows_key_width(head: Head, T: int, crashed: dict[str, str], failing: lis
     )
     return Diagnosis(
         id=WIDTH_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[T]
-    )
+    ).with_facts(exception=name)
 
 
 def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[Diagnosis | None, Where]:
@@ -206,7 +206,7 @@ def by_flag(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[D
     )
     found = Diagnosis(
         id=FLAG_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[flag]
-    )
+    ).with_facts(exception=name)
     return found, Where(where.length, tuple(worked), where.square, where.runs_at)
 
 
@@ -251,7 +251,7 @@ def by_width(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     )
     found = Diagnosis(
         id=WIDTH_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-    ).with_facts(equal_d=equal_d)
+    ).with_facts(equal_d=equal_d, exception=name)
     square = (2, 4, 4, 4) in worked and all(d_k != d or d_v != d for _, d, d_k, d_v in raised)
     return found, Where(where.length, where.flags, square or where.square, where.runs_at)
 
@@ -282,7 +282,7 @@ def by_dtype(head: Head, unexplained: list[CheckResult], where: Where) -> tuple[
     )
     found = Diagnosis(
         id=DTYPE_CRASH, title=title, hint=hint, cites=cites, kind="crash", explains=explains, detail=raised[first]
-    ).with_facts(float32_met=bool(_FLOAT32.search(raised[first])))
+    ).with_facts(float32_met=bool(_FLOAT32.search(raised[first])), exception=name)
     return found, bad
 
 
