@@ -96,6 +96,7 @@ class Hang:
     size: CallSize
     check: str | None  # the check that made the call; None outside the checks (diagnosis, pictures)
     limit_s: float | None = None  # the per-call limit it ran past (None: what was left of its time share)
+    site: tuple[str, int, str] | None = None  # (file, line, code) where the worker saw it near the limit
 
     def refusal(self, size: CallSize) -> str:
         """Why a call is not made. Past the per-call limit, the first line is the same for every call of the
@@ -135,6 +136,15 @@ class HangRegistry:
 
     def __len__(self) -> int:
         return sum(len(v) for v in list(self._hangs.values()))  # list(): another thread may add a key
+
+    def sites(self) -> dict[str, tuple[str, int, str]]:
+        """Function -> where the worker saw its code when its first hang with a known place neared the limit."""
+        found: dict[str, tuple[str, int, str]] = {}
+        for function, hangs in list(self._hangs.items()):
+            site = next((h.site for h in hangs if h.site is not None), None)
+            if site is not None:
+                found[function] = site
+        return found
 
 
 class TimeShares:

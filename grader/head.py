@@ -308,15 +308,19 @@ class Head:
         if reply.status == "timeout":
             self._restart_for = fn
             per_call = fn is None or timeout >= self._limits.per_call_timeout_s
+            slow = reply.header.get("slow") or {}
+            site = (slow["file"], slow["line"], slow["code"]) if slow else None
+            at = f"\nIt was at {site[0]}:{site[1]} (`{site[2]}`) when the limit came." if site else ""
             if size is not None:
-                self.hangs.record(fn or op, Hang(actual, size, self.current_check, timeout if per_call else None))
+                limit = timeout if per_call else None
+                self.hangs.record(fn or op, Hang(actual, size, self.current_check, limit, site))
             if not per_call:
                 what = f"what was left of its share of the time budget ({self._shares.share_s(fn or ''):.3g} s),"
                 message = f"`{actual}` did not finish within {timeout:.3g} s, {what}{on}; the worker was stopped"
             else:  # the same first line as every refusal it causes (grader/_hangs.py): one slow function, one cause
                 message = (
                     f"{past_the_limit(actual, timeout)}\nIt did not finish within {timeout:g} s{on}; the worker "
-                    "was stopped"
+                    f"was stopped.{at}"
                 )
             return replace(reply, message=message)
         if _out_of_memory(reply):  # the cap refused an allocation: said with the cap where the student looks

@@ -30,7 +30,16 @@ from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisStep, GradeResult, LimitHit, StudentOutput
+from grader.models import (
+    FAILING,
+    CheckResult,
+    Diagnosis,
+    DiagnosisStep,
+    GradeResult,
+    LimitHit,
+    SourceLine,
+    StudentOutput,
+)
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -169,7 +178,7 @@ def grade(
                 if first.error and not (exam and exam.error):  # the first diagnosis's exception is still said
                     exam = replace(exam, error=first.error) if exam else replace(first, causes=[], stopped=())
                 exam = replace(exam, steps=_both(first.steps, exam.steps)) if exam else exam  # both cost
-            diagnosis = [_as_written(d, sub) for d in exam.causes] if exam else []
+            diagnosis = [_as_written(d, sub) for d in _slow_lines(exam.causes, results, head, sub)] if exam else []
             error = exam.error if exam else None
             proof = exam.proof if exam and diagnosis else None  # the diagnosis proven complete (issue 35)
             pictures = collect_visuals(head, ref, seed, memo) if plot else None
@@ -412,6 +421,26 @@ def _thread(work: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         thread.join()
+
+
+def _slow_lines(causes: list[Diagnosis], results: list[CheckResult], head: Head, sub: Prepared) -> list[Diagnosis]:
+    """A crash whose every check timed out, at the line where the worker saw the function's code as its call
+    neared the limit (issue 53: the line where the time went), when the diagnosis gave it none."""
+    timed_out = {c.id for c in results if c.status == "timeout"}
+    sites = head.hangs.sites()  # keyed by contract name; a crash named after a check: the one function that hung
+    only = next(iter(sites.values())) if len(sites) == 1 else None
+    out = []
+    for d in causes:
+        fn = d.id.removeprefix("crash:")
+        site = sites.get(fn, only) if d.kind == "crash" and d.where is None else None
+        if site is None or not d.explains or not set(d.explains) <= timed_out:
+            out.append(d)
+            continue
+        file, line, code = site
+        text = sub.source.splitlines() if file == sub.module_path.name else []
+        context = {n: text[n - 1] for n in range(max(1, line - 3), min(len(text), line + 3) + 1)}
+        out.append(d.model_copy(update={"where": SourceLine(file=file, line=line, code=code, context=context)}))
+    return out
 
 
 def required_first(diagnosis: list[Diagnosis], results: list[CheckResult]) -> list[Diagnosis]:

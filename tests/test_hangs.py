@@ -128,16 +128,22 @@ def test_head_refuses_a_larger_input_at_once_and_still_tries_smaller_ones(
     tmp_path: Path, rubric: Rubric, pool: WorkerPool
 ) -> None:
     limits = SandboxLimits(per_call_timeout_s=1.5, per_submission_timeout_s=60)
-    with Sandbox(_submission(tmp_path, "hang_T_gt_5"), limits, pool=pool) as sandbox:
+    folder = _submission(tmp_path, "hang_T_gt_5")
+    lines = (folder / "attention_head.py").read_text(encoding="utf-8").splitlines()
+    sleep = next(n for n, text in enumerate(lines, start=1) if "_time.sleep(60)" in text)
+    with Sandbox(folder, limits, pool=pool) as sandbox:
         head = Head(sandbox, rubric.entry_points)
         head.current_check = "causal_mask"
         with pytest.raises(StudentFailure) as hung:
             head.attention(make_case(Shape(2, 8, 4, 2, 3), seed=1))
         assert hung.value.status == "timeout"
-        assert hung.value.message == (  # one first line for every call it stops (issue 53): one cause
-            "`causal_self_attention` ran past the per-call limit (1.5 s)\n"
-            "It did not finish within 1.5 s on input B=2, T=8, d=4, d_k=2, d_v=3 (float64); the worker was stopped"
+        first, second, *where = hung.value.message.splitlines()  # one first line for every call it stops (issue 53)
+        assert first == "`causal_self_attention` ran past the per-call limit (1.5 s)"
+        assert second == (
+            "It did not finish within 1.5 s on input B=2, T=8, d=4, d_k=2, d_v=3 (float64); the worker was stopped."
         )
+        # the worker said where the time went, shortly before the limit: the sleep in the loop
+        assert where == [f"It was at attention_head.py:{sleep} (`_time.sleep(60)`) when the limit came."], where
         head.current_check = "performance"
         t0 = time.monotonic()
         with pytest.raises(StudentFailure) as refused:

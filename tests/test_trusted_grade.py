@@ -173,4 +173,6 @@ def test_a_head_slower_than_the_limit_on_every_call_is_one_cause(
     assert set(cause.explains) == failing, cause.explains
     assert cause.title.startswith("`causal_self_attention` ran past the per-call limit (1 s)"), cause.title
     assert "raises" not in cause.title and "timed out earlier" not in cause.title
+    # the worker said where the time went, shortly before the limit: the line that sleeps
+    assert cause.where is not None and (cause.where.line, cause.where.code) == (9, "time.sleep(30)"), cause.where
     assert result.scoring == "mistakes" or (result.scoring_note or "").startswith("Counted by checks: the named")

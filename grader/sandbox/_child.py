@@ -10,9 +10,12 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import linecache
 import os
 import socket
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
@@ -106,14 +109,76 @@ def serve(
     _flush_stdio()
     _send(sock, {"status": "ready"}, {})
     requests = _framing.FrameReader(sock)  # each request in one read where it can (a round trip under Wine)
+    watch = _SlowWatch(sock, submission_dir)
     while True:
         blob = requests.read(REQUEST_CAP)
         if blob is None:
             return 0
         header, tensors = _wire.decode(blob, max_bytes=REQUEST_CAP)
-        reply, out = _answer(ops, module, header, tensors, submission_dir)
+        watch.arm(header.get("watch_s"))
+        try:
+            reply, out = _answer(ops, module, header, tensors, submission_dir)
+        finally:
+            watch.disarm()
         _flush_stdio()  # so a student's unterminated print line shows up before the next request
         _send_reply(sock, reply, out, submission_dir)
+
+
+class _SlowWatch:
+    """Where the student's code is when a request nears its time limit (issue 53: the line where the time went).
+
+    One watcher thread for the worker's life (a thread per request cost about 0.1 ms each): :meth:`arm` gives it
+    the request's limit, and shortly before it the thread reads the main thread's stack and sends one ``slow``
+    frame naming the innermost frame in the submission's own files; the grader keeps it as it waits for the reply,
+    and says the line if the request times out. :meth:`disarm` runs before the reply is sent, under the same lock
+    the thread sends under, so no ``slow`` frame ever follows a reply."""
+
+    def __init__(self, sock: socket.socket, src_dir: str) -> None:
+        self._sock, self._src = sock, os.path.join(src_dir, "")
+        self._cond = threading.Condition()
+        self._due: float | None = None  # when to look (monotonic), while a request runs
+        self._main = threading.get_ident()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, watch_s: Any) -> None:
+        if not isinstance(watch_s, (int, float)) or watch_s <= 0:
+            return
+        with self._cond:
+            self._due = time.monotonic() + max(0.8 * watch_s, watch_s - 1.0)
+            self._cond.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="grader-slow-watch", daemon=True)
+            self._thread.start()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._due = None
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                if self._due is None:
+                    self._cond.wait()
+                    continue
+                left = self._due - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._due = None
+                site = self._site()
+                if site is not None:  # sent under the lock: disarm() (before the reply) waits for it
+                    with contextlib.suppress(Exception):
+                        _send(self._sock, {"status": "slow", "where": site}, {})
+
+    def _site(self) -> dict[str, Any] | None:
+        frame = sys._current_frames().get(self._main)
+        while frame is not None:  # innermost first: the first frame in the submission's files
+            name = frame.f_code.co_filename
+            if name.startswith(self._src):
+                code = linecache.getline(name, frame.f_lineno).strip()[:300]
+                return {"file": name[len(self._src) :], "line": frame.f_lineno, "code": code}
+            frame = frame.f_back
+        return None
 
 
 def _answer(

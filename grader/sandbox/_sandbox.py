@@ -37,6 +37,16 @@ _EXIT_WAIT_S = 1.0
 _TEXT_CAP = 4000
 
 
+def _slow_site(where: Any) -> dict[str, Any] | None:
+    """The worker's ``slow`` note, read defensively (student code ran beside it): file, line and code, or None."""
+    if not isinstance(where, dict):
+        return None
+    file, line, code = where.get("file"), where.get("line"), where.get("code", "")
+    if not isinstance(file, str) or not isinstance(line, int) or not isinstance(code, str):
+        return None
+    return {"file": file[:300], "line": line, "code": code[:300]}
+
+
 @dataclass(frozen=True)
 class Reply:
     """The outcome of one request. ``header``/``tensors`` are the worker's answer when status is "ok"."""
@@ -297,8 +307,9 @@ class Sandbox:
             return self._counted(self._budget_reply(f"{op!r} was not run"))
         from grader.sandbox import _wire
 
-        blob = _wire.encode({"op": op, "params": params}, tensors)  # the grader's own data: errors are bugs
         limit = self._limits.per_call_timeout_s if timeout_s is None else timeout_s
+        # watch_s: the worker says where the student's code is shortly before the limit (_child._SlowWatch)
+        blob = _wire.encode({"op": op, "params": params, "watch_s": limit}, tensors)  # ours: errors are bugs
         return self._counted(self._exchange(op, blob, limit))
 
     def close(self) -> None:
@@ -418,12 +429,17 @@ class Sandbox:
         t0 = time.monotonic()
         by_budget = self.budget_left_s < limit
         deadline = t0 + min(limit, self.budget_left_s)
+        slow: dict[str, Any] | None = None  # where the student's code was near the limit (issue 53)
         try:
             self._send(blob, deadline)
             header, tensors = self._receive(deadline)
+            while header.get("status") == "slow":  # the worker's note on the way; the reply follows
+                slow = _slow_site(header.get("where"))
+                header, tensors = self._receive(deadline)
         except _Deadline:
             status: Status = "budget" if by_budget else "timeout"
-            return self._lost(self._end(status, self._timeout_message(f"{op!r}", by_budget, limit), t0))
+            ended = self._end(status, self._timeout_message(f"{op!r}", by_budget, limit), t0)
+            return self._lost(replace(ended, header={"slow": slow}) if slow is not None else ended)
         except _Gone:
             return self._lost(self._end("crash", self._death_message(f"running {op!r}"), t0))
         except _BadReply as exc:

@@ -107,7 +107,7 @@ def _run_worker(chan_fd: int | socket.socket, out_fd: int | None, cfg: dict[str,
 
     ops = _load_ops(cfg.get("ops_path"))  # grader code: loaded while its file is surely still readable
     protections = _harden.harden(_CHANNEL_FD, cfg)
-    faulthandler.enable()  # a segfault leaves a Python traceback in the captured output
+    faulthandler.enable(all_threads=False)  # a segfault leaves the crashing thread's traceback in the captured output
     protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
     sock = socket.socket(fileno=_CHANNEL_FD)
     return int(
@@ -125,7 +125,7 @@ def _serve_windows(sock: socket.socket, cfg: dict[str, Any], mode: str) -> int:
     import _harden  # type: ignore[import-not-found]
 
     ops = _load_ops(cfg.get("ops_path"))
-    faulthandler.enable()  # an access violation leaves a Python traceback in the captured output
+    faulthandler.enable(all_threads=False)  # an access violation leaves the crashing thread's traceback in the output
     protections = _harden.harden(None, cfg)  # after faulthandler: its exception filter must stay the last word
     protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
     return int(
