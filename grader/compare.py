@@ -26,7 +26,7 @@ class Tolerance:
 F64, F32, F16, BF16 = torch.float64, torch.float32, torch.float16, torch.bfloat16
 Purpose = Literal[
     "reference", "row_sum", "hull", "equivariance", "scale_fit", "kernel", "kernel_limit", "large_scores", "match",
-    "ladder", "symmetry_gap", "finite_difference",
+    "ladder", "symmetry_gap", "finite_difference", "trace",
 ]  # fmt: skip
 
 # Every tolerance the grader compares with, by what the comparison is for and the dtype the values are in (the
@@ -84,6 +84,10 @@ TABLE: dict[Purpose, dict[torch.dtype, Tolerance]] = {
         F16: Tolerance(2e-1, 0),
         BF16: Tolerance(2e-1, 0),
     },
+    # the diagnosis's trace against the error model's stages: float64 agreement (float32 rounding shows as a
+    # departure, described as such), and float32's (about 1e-7 relative per op, a few ops deep) for a value the
+    # head computed in float32
+    "trace": {F64: Tolerance(rtol=1e-9, atol=1e-12), F32: Tolerance(rtol=1e-5, atol=1e-7)},
     # how far apart a causal head's outputs must be when two rows are swapped (atol): below it they are the same
     "symmetry_gap": {F64: Tolerance(rtol=0, atol=1e-9)},
 }

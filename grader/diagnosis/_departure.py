@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from grader.compare import tolerance
 from grader.diagnosis._finding import Finding, Note, Pattern
 from grader.diagnosis._known import PROBE_SEED
 from grader.diagnosis._mutations import SLOT_OF, Combo, Fit, forward, snap
@@ -48,7 +49,7 @@ HUGE = 300.0  # X scaled so that the scores are of order 1e5, far past exp's ran
 RANK = {"Q": 0, "K": 0, "V": 0, "K^T": 0, "scores": 1, "premasked": 1, "scaled": 2, "masked": 3, "weights": 4, "out": 5}
 # the order a head computes its slots in: a departure is explained by the first mutations in this order
 ORDER = ("projections", "values", "scale", "dtype", "switch", "mask", "fill", "softmax", "randomness")
-RTOL, ATOL = 1e-9, 1e-12  # float64 agreement; float32 rounding shows as a departure (described as such)
+RTOL, ATOL = tolerance("trace").rtol, tolerance("trace").atol  # float64 agreement (float32 rounding departs)
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ def models(
 # ---- comparing values ------------------------------------------------------------------------------
 
 
-FLOAT32_RTOL, FLOAT32_ATOL = 1e-5, 1e-7  # float32 agreement (about 1e-7 relative per op, a few ops deep)
+FLOAT32_RTOL, FLOAT32_ATOL = tolerance("trace", torch.float32).rtol, tolerance("trace", torch.float32).atol
 # the agreement ``_equal`` asks by default: float64's, or float32's while a float32 value is described
 _ACCURACY: ContextVar[tuple[float, float]] = ContextVar("accuracy", default=(RTOL, ATOL))
 
@@ -903,7 +904,7 @@ def _fill_step(
         if s is None or s.shape != v.shape or v.dim() != 3:
             continue
         s = s.double()
-        hidden = ~torch.isclose(v, s, rtol=1e-9, atol=1e-12)
+        hidden = ~torch.isclose(v, s, rtol=RTOL, atol=ATOL)
         if not bool(hidden.any()) or bool(hidden.all()) or not bool((hidden == hidden[:1]).all()):
             continue
         for additive, x in ((False, v[hidden]), (True, (v - s)[hidden])):
@@ -1488,7 +1489,7 @@ def _dropout(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
 def _clamp(v: torch.Tensor, e: torch.Tensor) -> Finding | None:
     if v.shape != e.shape or not bool(torch.isfinite(v).all()):
         return None
-    differ = ~torch.isclose(v, e, rtol=1e-9, atol=1e-12)
+    differ = ~torch.isclose(v, e, rtol=RTOL, atol=ATOL)
     if not bool(differ.any()):
         return None
     lo, hi = float(v.min()), float(v.max())
@@ -1583,7 +1584,7 @@ def _masking(v: torch.Tensor, s: torch.Tensor) -> Finding | None:
         return None
     T = v.shape[-1]
     v, s = v.double(), s.double()
-    hidden = ~torch.isclose(v, s, rtol=1e-9, atol=1e-12)  # (B, T, T)
+    hidden = ~torch.isclose(v, s, rtol=RTOL, atol=ATOL)  # (B, T, T)
     if not bool((hidden == hidden[:1]).all()) or bool(hidden.all()):
         return None
     h = hidden[0]
@@ -1731,7 +1732,7 @@ def fill_constants(
         if not _stage_shaped(r, T) or r.value is None or r.value.shape != s.shape:
             continue
         v = r.value.double()
-        hidden = ~torch.isclose(v, s, rtol=1e-9, atol=1e-12)
+        hidden = ~torch.isclose(v, s, rtol=RTOL, atol=ATOL)
         if not bool(hidden.any()) or bool(hidden.all()):
             continue
         for form, x in (("weak_mask_fill", v[hidden]), ("weak_mask_constant", (v - s)[hidden])):

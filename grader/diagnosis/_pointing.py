@@ -22,6 +22,8 @@ import torch
 
 from grader.diagnosis._causes import cause
 from grader.diagnosis._departure import (
+    FLOAT32_ATOL,
+    FLOAT32_RTOL,
     PROBE_T,
     SUBSTITUTED,
     Departure,
@@ -353,7 +355,7 @@ def _alike(a: torch.Tensor, b: torch.Tensor, stage: str) -> bool:
         return False
     # alike to float32 accuracy: a value that went through float32 on its way (a float32 softmax, cast back) is
     # another mistake's rounding (the dtype's mutations are told by their own relation, in _made_by)
-    tol = {"rtol": 1e-5, "atol": 1e-7}
+    tol = {"rtol": FLOAT32_RTOL, "atol": FLOAT32_ATOL}
     if _equal(a, b, **tol):
         return True
     if stage not in ("scores", "premasked", "scaled", "masked") or a.dim() < 2:
