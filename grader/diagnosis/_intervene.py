@@ -51,7 +51,31 @@ from typing import Any
 
 import torch
 
-from grader.diagnosis._departure import (
+from grader.diagnosis._departure import _dropped
+from grader.diagnosis._finding import SUBSTITUTIONS, Finding, Note
+from grader.diagnosis._known import PROBE_SEED
+from grader.diagnosis._relations import (
+    _clamp,
+    _dropout,
+    _factor,
+    _float32,
+    _future,
+    _masking,
+    _transpose,
+    describe,
+    describe_fit,
+)
+from grader.diagnosis._sites import (
+    _bound,
+    _flag_site,
+    _made_elsewhere,
+    _mask_source,
+    _named_array,
+    _nan_source,
+    _wrong_numbers,
+)
+from grader.diagnosis._stages import RANK, _rank, _softmax_part, cast_of, stages_of
+from grader.diagnosis._trace import (
     FLOAT32_ATOL,
     FLOAT32_RTOL,
     PROBE_B,
@@ -59,40 +83,16 @@ from grader.diagnosis._departure import (
     PROBE_DK,
     PROBE_DV,
     PROBE_T,
-    RANK,
     Bound,
     Record,
     Trace,
     _ancestors,
-    _bound,
-    _clamp,
     _derived,
-    _dropout,
-    _dropped,
     _equal,
-    _factor,
-    _flag_site,
-    _float32,
-    _future,
-    _made_elsewhere,
-    _mask_source,
-    _masking,
-    _named_array,
-    _nan_source,
-    _rank,
-    _softmax_part,
-    _transpose,
-    _wrong_numbers,
-    cast_of,
-    describe,
-    describe_fit,
     float32_accuracy,
     probe,
-    stages_of,
     traced,
 )
-from grader.diagnosis._finding import SUBSTITUTIONS, Finding, Note
-from grader.diagnosis._known import PROBE_SEED
 from grader.head import Head
 
 # the relations that make a stage fit a value (a factor, float32 rounding, a transpose, a clamp, the future keys
@@ -684,7 +684,7 @@ def _number_made(
     trace: Trace, r: Record, due: str, stages: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], causal: bool
 ) -> Bound | None:
     """The line that made the number ``r``'s line used where another belongs (the scale's factor, the fill), when
-    it is another line that binds it alone and no other line reads it (``_departure._made_elsewhere``)."""
+    it is another line that binds it alone and no other line reads it (``_sites._made_elsewhere``)."""
     return _made_elsewhere(trace, r, _wrong_numbers(r, due, stages, tensors, causal))
 
 
