@@ -269,7 +269,7 @@ def test_every_surface_shows_the_line(rubric: Rubric, pool: WorkerPool) -> None:
 def test_a_forged_trace_is_read_defensively() -> None:
     """Student code runs beside the worker's recorder: whatever its header says, the grader neither raises nor
     believes a malformed entry."""
-    from grader.diagnosis._departure import probe, traced
+    from grader.diagnosis._trace import probe, traced
 
     class Forged:
         def probe(self, *args: object, **kwargs: object) -> tuple[dict[str, object], dict[str, torch.Tensor]]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.diagnosis._departure import _clamp, _dropout, _factor, _float32, _future, _masking, _rows
 from grader.diagnosis._finding import Finding, Note, catalog
+from grader.diagnosis._relations import _clamp, _dropout, _factor, _float32, _future, _masking, _rows
 
 DIAGNOSIS = Path(__file__).resolve().parents[1] / "grader" / "diagnosis"
 

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from grader.diagnosis import _intervene, _pointing, diagnose
-from grader.diagnosis._departure import probe, stages_of, traced
 from grader.diagnosis._intervene import intervene
 from grader.diagnosis._known import PROBE_SEED
+from grader.diagnosis._stages import stages_of
+from grader.diagnosis._trace import probe, traced
 from grader.diagnosis._where import ARGS, ATTENTION
 from grader.head import Head
 from grader.library import load_reference

@@ -198,7 +198,7 @@ def test_an_import_error_points_at_the_line_that_raised(
 
 def test_what_a_line_reads_is_read_defensively() -> None:
     """The worker's note of where a name got its value is untrusted: only well-formed entries are kept."""
-    from grader.diagnosis._departure import Bound, _bounds
+    from grader.diagnosis._trace import Bound, _bounds
 
     good = {"var": "d_k", "file": "attention_head.py", "line": 10, "code": "d_k = X.shape[-1]", "value": 5.0}
     forged = [good, {**good, "line": "10"}, {**good, "value": "5"}, {**good, "value": float("nan")}, 7, None]

@@ -21,30 +21,17 @@ from typing import Any
 import torch
 
 from grader.diagnosis._causes import cause
-from grader.diagnosis._departure import (
-    FLOAT32_ATOL,
-    FLOAT32_RTOL,
-    PROBE_T,
-    SUBSTITUTED,
-    Departure,
-    Record,
-    Trace,
-    _derived,
-    _dropout,
-    _equal,
-    _float32,
-    _operand_site,
-    follow,
-    probe,
-    stages_of,
-    traced,
-)
+from grader.diagnosis._departure import SUBSTITUTED, Departure, follow
 from grader.diagnosis._finding import NAMES, TITLES, Finding, catalog
 from grader.diagnosis._intervene import INTERVENE, Intervention, intervene, large
 from grader.diagnosis._known import PROBES
 from grader.diagnosis._mutations import FITTED, SLOT_OF, Combo
 from grader.diagnosis._naming import LEAKY, SELF_CONTAINED, mutation_cause, violates
 from grader.diagnosis._proof import Walked
+from grader.diagnosis._relations import _dropout, _float32
+from grader.diagnosis._sites import _operand_site
+from grader.diagnosis._stages import stages_of
+from grader.diagnosis._trace import FLOAT32_ATOL, FLOAT32_RTOL, PROBE_T, Record, Trace, _derived, _equal, probe, traced
 from grader.diagnosis._where import ATTENTION, DTYPE_CRASH, SIZE_CRASH
 from grader.head import CORE, Head, ImportFailure, StudentFailure, all_finite
 from grader.models import CheckResult, Diagnosis, SourceLine
@@ -159,7 +146,7 @@ def _float32_cause(cid: str) -> bool:
 
 
 def _in_float32(d: Departure) -> bool:
-    """A departure whose value is the stage to float32 accuracy only (see ``_departure._float32``)."""
+    """A departure whose value is the stage to float32 accuracy only (see ``_relations._float32``)."""
     return d.finding.float32
 
 

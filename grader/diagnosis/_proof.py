@@ -46,9 +46,11 @@ import torch
 
 from grader.checks import CHECKS, Ctx
 from grader.checks._base import begin, judged
-from grader.diagnosis._departure import PROBE_B, stages_of, traced
-from grader.diagnosis._departure import probe as ordinary_probe
-from grader.diagnosis._intervene import PATTERN, UNSCALED, Intervention, Walk, _offered, large
+from grader.diagnosis._intervene import Intervention, Walk, large
+from grader.diagnosis._matching import PATTERN, UNSCALED, _offered
+from grader.diagnosis._stages import stages_of
+from grader.diagnosis._trace import PROBE_B, traced
+from grader.diagnosis._trace import probe as ordinary_probe
 from grader.head import EACH_REPLY_BYTES, Head, HeadCall, StudentFailure
 from grader.models import FAILING, CheckResult, Diagnosis, DiagnosisProof
 
