@@ -14,6 +14,7 @@ code alone. Reported per class size and ring size, summed over the seeds:
 - innocent flags: flagged pairs that are not two members of the ring; and members of groups that are not the
   ring's.
 
+``--edits N``: each copy also makes N small edits (two statements swapped, a line added).
 ``--held-out`` builds the classes from what the method was not tuned on: the held-out skeleton and rings copied
 from tests/lines_to_edit. Run it from a checkout of another commit (with this file and tests/similarity/classes.py
 copied in) to measure that commit's method: a report without groups is judged on its pairs.
@@ -102,6 +103,7 @@ def main() -> None:
     p.add_argument("--rings", type=int, nargs="+", default=[0, 3, 5, 10])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--held-out", action="store_true")
+    p.add_argument("--edits", type=int, default=0, help="small edits each copy makes besides renaming")
     p.add_argument("--verbose", action="store_true", help="print each class's flagged pairs and groups")
     args = p.parse_args()
     course = boilerplate_sources()
@@ -112,7 +114,9 @@ def main() -> None:
             total: dict[str, int] = {}
             took = 0.0
             for seed in args.seeds:
-                cls = build_class(n, ring=r, seed=seed + (1000 if args.held_out else 0), held_out=args.held_out)
+                cls = build_class(
+                    n, ring=r, edits=args.edits, seed=seed + (1000 if args.held_out else 0), held_out=args.held_out
+                )
                 codes = [Code(h.id, h.text) for h in cls.heads]
                 started = time.perf_counter()
                 report = compare_class(codes, results_for(cls), course=course)
