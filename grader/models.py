@@ -533,13 +533,27 @@ class SimilarPair(_Strict):
     share_b: float = Field(description="Share of b's code in the passages drawn.")
     z: float = Field(description="Robust z: (similarity - median) / scale, over the class's matching pairs.")
     evidence: float = Field(description="z, plus the rare-mistake bonus when the two share a rare cause.")
-    flagged: bool = Field(description="An outlier of this class: evidence at or above the report's cut-off.")
+    flagged: bool = Field(description="An outlier of this class (evidence at or above the cut-off), or copies.")
+    copies: bool = Field(
+        default=False, description="Copies of one code: each has nearly all its own code in passages the other shares."
+    )
+    group: int | None = Field(default=None, description="The group (1-based) both belong to, when copies in one.")
     rare_causes: list[str] = Field(default_factory=list, description="Cause ids both share, rare in this class.")
     rare_words: str = Field(default="", description="Those causes in words, with how many heads hold each.")
     slices_a: list[tuple[int, int]] = Field(default_factory=list, description="Matching character ranges of a.")
     slices_b: list[tuple[int, int]] = Field(default_factory=list, description="Matching character ranges of b.")
     lines_a: list[tuple[int, int]] = Field(default_factory=list, description="Matching 1-based line ranges of a.")
     lines_b: list[tuple[int, int]] = Field(default_factory=list, description="Matching 1-based line ranges of b.")
+
+
+class SimilarGroup(_Strict):
+    """Three or more submissions that are copies of one code: a ring, told apart from a skeleton many follow."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a grade never uses it
+
+    id: int = Field(description="1-based, largest group first.")
+    members: list[str] = Field(description="The submissions' ids, sorted.")
+    least_share: float = Field(description="The least share of its own code any linked member has in the other's.")
 
 
 class SimilarityMember(_Strict):
@@ -582,6 +596,11 @@ class ClassSimilarity(_Strict):
     verbatim_noise: int
     common: int = Field(description="A passage in more than this many submissions is nobody's.")
     common_dropped: int = Field(description="Fingerprints dropped for being that common (normalised pass).")
+    wide: int = Field(default=10, description="A passage in more than this many submissions is the class's.")
+    copy_share: float = Field(default=0.9, description="Copies: the least share of own code each has in the other's.")
+    copy_min: int = Field(default=60, description="Copies: the least own code they share, in normalised characters.")
+    floor: int = Field(default=0, description="The class's median code length: a shorter head is measured on it.")
+    groups: list[SimilarGroup] = Field(default_factory=list, description="Rings: three or more copies of one code.")
     boilerplate_files: int
     rare_max: int = Field(description="A cause held by at most this many heads is rare.")
     z_flag: float

@@ -3,13 +3,17 @@
     OUT (graded by ``grade batch``) + SUBMISSIONS_DIR
         -> each submission's own code: what the grader kept (a notebook's definitions, not its demo cells)
         -> copydetect fingerprints (winnowing over Pygments tokens, identifiers normalised), twice:
-             normalised: boilerplate (template, course cells, reference, correct variants) and every
-                         passage found in more than ``common`` submissions removed
+             normalised: boilerplate (template, course cells, reference, correct variants) removed
              verbatim:   the raw text, no normalisation, only what students are given removed (the
                          template, course cells): a leaked reference handed in twice is found here
-        -> per pair: the share of both heads' code that matches, ranked against this class's pairs
-           (robust z: median and MAD of the similarity of the pairs that share anything), and the causes
-           the two heads share that are rare in this class (from each result.json's diagnosis)
+        -> copies: submissions whose own code (beyond the passages more than ``wide`` hold) is nearly all
+           the other's; linked, they are one group (a ring), which counts once below
+        -> the class's common code, learned from the class: every passage that more than ``common``
+           independent submissions hold (copies of one code count once), removed
+        -> per pair: the share of both heads' code that matches (a head shorter than the class's median
+           is measured against that median: a short head's similarity says how short it is), ranked
+           against this class's pairs (robust z: median and MAD of the similarity of the pairs that share
+           anything, copies left out), and the causes the two heads share that are rare in this class
         -> OUT/similarity.csv and OUT/similarity.html (grader/report/similarity.py renders the model)
 
 The fingerprinting is copydetect's (``CodeFingerprint``, ``compare_files``); nothing here hashes code.
@@ -37,21 +41,27 @@ from typing import Any
 from pydantic import ValidationError
 
 from grader.exports import write_atomic
-from grader.models import ClassSimilarity, GradeResult, SimilarityMember, SimilarPair
+from grader.models import ClassSimilarity, GradeResult, SimilarGroup, SimilarityMember, SimilarPair
 
 NOISE = 45  # copydetect's k: the shortest match that counts, in normalised characters (its default is 25, about
 # one line of a head: the idioms every tutorial shares, `att.masked_fill(bias[:, :T, :T] == 0, ...)`, match at 25)
 GUARANTEE = 45  # a match this long is always found: copydetect's window is GUARANTEE - NOISE + 1, every k-gram
 VERBATIM_NOISE = 60  # raw text (comments and names kept): a match must span more than one ordinary line
-COMMON = 3  # MOSS's advice for short assignments: a passage in more than 3-4 programs is nobody's
+COMMON = 2  # a passage that more than 2 independent submissions hold is the class's (copies of one code count
+# once): a skeleton or tutorial three students follow is learned from the class; MOSS advises 3-4 programs, not
+# counting copies
 Z_FLAG = 3.5  # Iglewicz & Hoaglin's cut-off for the modified z-score: an outlier
 RARE_BONUS = 1.5  # a shared rare mistake counts as this many robust deviations of code similarity
 SCALE_FLOOR = 0.05  # the least spread of similarity assumed: pairs 0.05 apart are alike
 MIN_MATCHING = 8  # fewer matching pairs than this (a small class) are ranked against every pair, zeros included
+WIDE = 10  # MOSS's default -m: a passage in more than 10 submissions (or 5% of a larger class) is the class's ...
+WIDE_SHARE = 0.05  # ... whoever holds it, so it is no sign of copying when copies are looked for
+COPY_SHARE = 0.9  # copies: each of two has at least 90% of its own code in passages the other shares ...
+COPY_MIN = 60  # ... and at least 60 normalised characters of it (more than one shortest match, ~2 lines)
 FLOOR_Z = 1.0  # pairs listed in the CSV: evidence of at least one robust deviation above the median
 BINS = 20
 RARE_SHARE = 0.05  # a cause held by at most 5% of the class (and never fewer than 3 heads) is rare
-CSV_COLUMNS = ("a", "b", "similarity", "flagged", "rare_causes", "lines_a", "lines_b")
+CSV_COLUMNS = ("a", "b", "similarity", "flagged", "rare_causes", "lines_a", "lines_b", "group")
 
 
 class SimilarityError(RuntimeError):
@@ -130,7 +140,9 @@ class _Pass:
     """One pass of copydetect over the class: fingerprints with boilerplate and common passages removed."""
 
     prints: dict[str, Any]
-    common: int  # fingerprints dropped for being in more than ``COMMON`` submissions
+    common: int  # fingerprints dropped for being in more than ``common`` independent submissions
+    copies: list[tuple[str, str, float]]  # (a, b, the lesser share of own code) of each two found copies
+    floor: int  # the class's median length of code (normalised characters): shorter heads are measured on it
 
 
 def _fingerprint(cd: Any, text: str, k: int, boilerplate: Any, *, normalise: bool) -> Any:
@@ -138,7 +150,9 @@ def _fingerprint(cd: Any, text: str, k: int, boilerplate: Any, *, normalise: boo
     return cd.CodeFingerprint("head.py", k, window, boilerplate, filter=normalise, fp=io.StringIO(text))
 
 
-def _run_pass(cd: Any, codes: Sequence[Code], course: Sequence[str], k: int, common: int, *, normalise: bool) -> _Pass:
+def _run_pass(
+    cd: Any, codes: Sequence[Code], course: Sequence[str], k: int, common: int, wide: int, *, normalise: bool
+) -> _Pass:
     import numpy as np
 
     plate: set[int] = set()
@@ -146,11 +160,74 @@ def _run_pass(cd: Any, codes: Sequence[Code], course: Sequence[str], k: int, com
         plate |= _fingerprint(cd, text, k, None, normalise=normalise).hashes
     base = np.array(sorted(plate), dtype=np.int64)
     prints = {c.id: _fingerprint(cd, c.text, k, base, normalise=normalise) for c in codes}
-    counts = Counter(h for fp in prints.values() for h in fp.hashes)
-    frequent = {h for h, n in counts.items() if n > common}
+    holders: dict[int, list[str]] = {}
+    for sid, fp in prints.items():
+        for h in fp.hashes:
+            holders.setdefault(h, []).append(sid)
+    copies = _copies(prints, holders, wide)
+    unit = _units([c.id for c in codes], copies)
+    frequent = {h for h, ids in holders.items() if len({unit[i] for i in ids}) > common}
     for fp in prints.values():
         _drop(cd, fp, frequent)
-    return _Pass(prints, len(frequent))
+    floor = int(statistics.median(len(fp.filtered_code) for fp in prints.values())) if prints else 0
+    return _Pass(prints, len(frequent), copies, floor)
+
+
+def _covered(fp: Any, hashes: Iterable[int]) -> Any:
+    """Which characters of the fingerprinted code the k-grams ``hashes`` cover (a boolean array)."""
+    import numpy as np
+
+    starts = [i for h in hashes for i in fp.hash_idx.get(h, ())]
+    marks = np.zeros(len(fp.filtered_code) + fp.k + 1, dtype=np.int64)
+    if starts:
+        at = np.asarray(starts, dtype=np.int64)
+        np.add.at(marks, at, 1)
+        np.add.at(marks, at + fp.k, -1)
+    return (np.cumsum(marks) > 0)[: len(fp.filtered_code)]
+
+
+def _copies(prints: dict[str, Any], holders: dict[int, list[str]], wide: int) -> list[tuple[str, str, float]]:
+    """The pairs that are copies of one code: each has at least COPY_SHARE of its own code (what is left once
+    the passages more than ``wide`` submissions hold are set aside) in passages the other shares, and
+    COPY_MIN characters of it. A ring's own passages are in exactly its members, however many they are."""
+    widely = {h for h, ids in holders.items() if len(ids) > wide}
+    own = {sid: _covered(fp, fp.hashes) & ~_covered(fp, fp.hashes & widely) for sid, fp in prints.items()}
+    rare = {sid: fp.hashes - widely for sid, fp in prints.items()}
+    shared: dict[tuple[str, str], int] = Counter()
+    for h, ids in holders.items():
+        if h not in widely and len(ids) > 1:
+            for pair in combinations(sorted(ids), 2):
+                shared[pair] += 1
+    out = []
+    for (a, b), n in sorted(shared.items()):
+        if n < COPY_SHARE * min(len(rare[a]), len(rare[b])) / 2:  # far from nearly all: not worth measuring
+            continue
+        both = rare[a] & rare[b]
+        in_a = int((_covered(prints[a], both) & own[a]).sum())
+        in_b = int((_covered(prints[b], both) & own[b]).sum())
+        if min(in_a, in_b) < COPY_MIN:
+            continue
+        least = min(in_a / max(1, int(own[a].sum())), in_b / max(1, int(own[b].sum())))
+        if least >= COPY_SHARE:
+            out.append((a, b, least))
+    return out
+
+
+def _units(ids: Sequence[str], links: Iterable[tuple[str, str, float]]) -> dict[str, str]:
+    """Each submission's group of copies (linked by ``links``), named by its first member."""
+    parent = {i: i for i in ids}
+
+    def root(i: str) -> str:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b, _ in links:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return {i: root(i) for i in ids}
 
 
 def _drop(cd: Any, fp: Any, hashes: set[int]) -> None:
@@ -177,15 +254,16 @@ class _Match:
         return (self.share_a + self.share_b) / 2
 
 
-def _compare(cd: Any, fa: Any, fb: Any) -> _Match:
+def _compare(cd: Any, fa: Any, fb: Any, floor: int = 0) -> _Match:
     """copydetect's comparison of two fingerprints; the share is of the whole code (not only of what
-    survived the boilerplate), so a head that is nearly all course code cannot score high on a scrap."""
+    survived the boilerplate), so a head that is nearly all course code cannot score high on a scrap, and of
+    at least ``floor`` characters, so a short head cannot either: its similarity says how short it is."""
     _, (sim_a, sim_b), (sl_a, sl_b) = cd.compare_files(fa, fb)
     if not len(sl_a) or not len(sl_a[0]):
         return _Match(0.0, 0.0, [], [])
 
     def share(sim: float, fp: Any) -> float:
-        return min(1.0, float(sim) * float(fp.token_coverage) / max(1, len(fp.filtered_code)))
+        return min(1.0, float(sim) * float(fp.token_coverage) / max(1, len(fp.filtered_code), floor))
 
     def ranges(sl: Any) -> list[tuple[int, int]]:
         return [(int(s), int(e)) for s, e in zip(sl[0], sl[1], strict=True)]
@@ -228,6 +306,23 @@ def spread(values: Sequence[float]) -> Spread:
     mad = statistics.median(abs(v - med) for v in values)
     q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
     return Spread(med, mad, max(1.4826 * mad, SCALE_FLOOR), q[0], q[2])
+
+
+def wide_threshold(n: int) -> int:
+    """More than how many submissions of a class of ``n`` hold a passage that is the class's, whoever they are."""
+    return max(WIDE, math.ceil(WIDE_SHARE * n))
+
+
+def _groups(unit: dict[str, str], copies: Sequence[tuple[str, str, float]]) -> list[SimilarGroup]:
+    """The groups of three or more copies of one code (a pair of copies is a flagged pair), largest first."""
+    members: dict[str, list[str]] = {}
+    for sid, root in unit.items():
+        members.setdefault(root, []).append(sid)
+    least: dict[str, float] = {}
+    for a, _, share in copies:
+        least[unit[a]] = min(share, least.get(unit[a], 1.0))
+    rings = sorted((sorted(m) for m in members.values() if len(m) >= 3), key=lambda m: (-len(m), m))
+    return [SimilarGroup(id=k, members=m, least_share=round(least[m[0]], 4)) for k, m in enumerate(rings, 1)]
 
 
 def rare_threshold(n: int) -> int:
@@ -274,20 +369,28 @@ def compare_class(
     started = time.perf_counter()
     codes = sorted(codes, key=lambda c: c.id)
     by_id = {c.id: c for c in codes}
-    normal = _run_pass(cd, codes, course.given + course.solutions, NOISE, common, normalise=True)
-    verbatim = _run_pass(cd, codes, course.given, VERBATIM_NOISE, common, normalise=False)
-    matches: dict[tuple[str, str], tuple[_Match, _Match]] = {}
-    for a, b in sorted(_candidates(normal.prints) | _candidates(verbatim.prints)):
-        m_norm = _compare(cd, normal.prints[a], normal.prints[b])
-        m_verb = _compare(cd, verbatim.prints[a], verbatim.prints[b])
-        if m_norm.score > 0 or m_verb.score > 0:
-            matches[(a, b)] = (m_norm, m_verb)
     n = len(codes)
+    wide = wide_threshold(n)
+    normal = _run_pass(cd, codes, course.given + course.solutions, NOISE, common, wide, normalise=True)
+    verbatim = _run_pass(cd, codes, course.given, VERBATIM_NOISE, common, wide, normalise=False)
+    copies = normal.copies + verbatim.copies
+    unit = _units([c.id for c in codes], copies)
+    matches: dict[tuple[str, str], tuple[_Match, _Match]] = {}
+    candidates = _candidates(normal.prints) | _candidates(verbatim.prints) | {(a, b) for a, b, _ in copies}
+    for a, b in sorted(candidates):
+        m_norm = _compare(cd, normal.prints[a], normal.prints[b], normal.floor)
+        m_verb = _compare(cd, verbatim.prints[a], verbatim.prints[b], verbatim.floor)
+        if m_norm.score > 0 or m_verb.score > 0 or unit[a] == unit[b]:
+            matches[(a, b)] = (m_norm, m_verb)
     total_pairs = n * (n - 1) // 2
+    apart = [max(mn.score, mv.score) for (a, b), (mn, mv) in matches.items() if unit[a] != unit[b]]
     scores = [max(mn.score, mv.score) for mn, mv in matches.values()]
     values = scores + [0.0] * (total_pairs - len(scores))  # every pair of the class, the unmatched as 0
-    matching = len(scores) >= MIN_MATCHING
-    sp = spread(scores if matching else values)
+    matching = len(apart) >= MIN_MATCHING
+    # the spread is of the pairs written apart: a ring of ten's 45 pairs would make copying look ordinary
+    sp = spread(apart if matching else apart + [0.0] * (total_pairs - len(scores)))
+    groups = _groups(unit, copies)
+    group_of = {m: g.id for g in groups for m in g.members}
 
     holders = Counter(cid for sid in by_id if sid in results for cid in _causes(results[sid]))
     graded = sum(sid in results for sid in by_id)
@@ -302,7 +405,8 @@ def compare_class(
         cb = _causes(results[b]) if b in results else {}
         rare = sorted(c for c in set(ca) & set(cb) if holders[c] <= rare_max)
         evidence = z + (RARE_BONUS if rare else 0.0)
-        flagged = evidence >= Z_FLAG and sim > 0
+        copy = unit[a] == unit[b]  # nearly all of both one code: flagged whatever the rank
+        flagged = (evidence >= Z_FLAG and sim > 0) or copy
         if not flagged and evidence < FLOOR_Z:
             continue
         pairs.append(
@@ -317,6 +421,8 @@ def compare_class(
                 z=round(z, 2),
                 evidence=round(evidence, 2),
                 flagged=flagged,
+                copies=copy,
+                group=group_of.get(a) if copy else None,
                 rare_causes=rare,
                 rare_words=_rare_sentence(rare, {**ca, **cb}, {k: v for k, v in results.items() if k in by_id}),
                 slices_a=best.slices_a,
@@ -326,7 +432,7 @@ def compare_class(
             )
         )
     pairs.sort(key=lambda p: (-p.evidence, -p.similarity, p.a, p.b))
-    shown = {sid for p in pairs if p.flagged for sid in (p.a, p.b)}
+    shown = {sid for p in pairs if p.flagged for sid in (p.a, p.b)} | set(group_of)
     members = {sid: _member(by_id[sid], results.get(sid), (hrefs or {}).get(sid)) for sid in sorted(shown)}
     counts = [0] * BINS
     for v in values:
@@ -350,6 +456,11 @@ def compare_class(
         verbatim_noise=VERBATIM_NOISE,
         common=common,
         common_dropped=normal.common,
+        wide=wide,
+        copy_share=COPY_SHARE,
+        copy_min=COPY_MIN,
+        floor=normal.floor,
+        groups=groups,
         boilerplate_files=len(course),
         rare_max=rare_max,
         z_flag=Z_FLAG,
@@ -479,6 +590,7 @@ def similarity_csv(report: ClassSimilarity) -> str:
                 ";".join(p.rare_causes),
                 ";".join(_span(r) for r in p.lines_a),
                 ";".join(_span(r) for r in p.lines_b),
+                "" if p.group is None else str(p.group),
             ]
         )
     return buf.getvalue()
@@ -561,7 +673,8 @@ def add_options(p: argparse.ArgumentParser, *, submissions: bool = True) -> None
         type=_at_least_one,
         default=COMMON,
         metavar="N",
-        help="a passage in more than N submissions is nobody's (default %(default)s)",
+        help="a passage that more than N independent submissions hold is the class's common code, nobody's "
+        "(copies of one code count once; default %(default)s)",
     )
 
 
@@ -604,9 +717,10 @@ def _error(command: str, message: str) -> int:
 
 def summary_line(report: ClassSimilarity, out: Path) -> str:
     flagged = [p for p in report.pairs if p.flagged]
+    groups = f", {len(report.groups)} group{'' if len(report.groups) == 1 else 's'} of copies" if report.groups else ""
     return (
         f"similarity: {report.submissions} submissions, {report.pairs_total} pairs (median {report.median:.2f}, "
-        f"max {report.max_similarity:.2f}), {len(flagged)} flagged, in {report.duration_s:.1f} s\n"
+        f"max {report.max_similarity:.2f}), {len(flagged)} flagged{groups}, in {report.duration_s:.1f} s\n"
         f"  {out / 'similarity.html'}\n  {out / 'similarity.csv'}"
     )
 

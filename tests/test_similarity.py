@@ -15,6 +15,7 @@ import io
 import os
 import shutil
 import tomllib
+from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,9 @@ NOTEBOOKS = HERE / "notebooks"
 PLANTED = HERE / "similarity"
 ORIGINAL = "gpt_walkthrough_head"  # the head the planted copies were made from
 COPIES = {ORIGINAL, "planted_copy_1", "planted_copy_2"}
+# tests/notebooks/make_notebooks.py puts one HEAD in these four notebooks among other cells: copies of one code
+NOTEBOOK_RING = {"colab_drive_pandas_tqdm_seaborn", "plots_and_magics", "slow_training_and_raise", "time_magic_head"}
+HEAD_TOO = "buggy_then_fixed"  # holds that HEAD as well, after a buggy head of its own: half of it, no copy
 CATALOG = {h["id"]: h for h in tomllib.loads((REALISTIC / "catalog.toml").read_text())["head"]}
 
 
@@ -98,10 +102,15 @@ def test_planted_copies_rank_first_and_are_flagged_and_no_independent_pair_is(gr
         for pair in [(ORIGINAL, "planted_copy_1"), (ORIGINAL, "planted_copy_2"), ("planted_copy_1", "planted_copy_2")]
     }
     flagged = [p for p in report.pairs if p.flagged]
-    assert {frozenset((p.a, p.b)) for p in flagged} == planted, [(p.a, p.b, p.similarity, p.z) for p in flagged]
+    ring = {frozenset(pair) for pair in combinations(sorted(NOTEBOOK_RING), 2)}
+    assert {frozenset((p.a, p.b)) for p in flagged} == planted | ring, [(p.a, p.b, p.similarity, p.z) for p in flagged]
+    # the notebooks holding one HEAD are one group of copies, however many hold it; the planted copies,
+    # reordered as well, are flagged as pairs
+    assert [g.members for g in report.groups] == [sorted(NOTEBOOK_RING)]
+    assert all(p.copies and p.group == 1 for p in flagged if frozenset((p.a, p.b)) in ring)
     # far out: each planted pair lies well past the cut-off, the best independent pair well inside it
-    independent = [p for p in report.pairs if not {p.a, p.b} <= COPIES]
-    assert min(p.z for p in flagged) > 2 * report.z_flag
+    independent = [p for p in report.pairs if not ({p.a, p.b} <= COPIES or {p.a, p.b} <= NOTEBOOK_RING | {HEAD_TOO})]
+    assert min(p.z for p in flagged if frozenset((p.a, p.b)) in planted) > 2 * report.z_flag
     assert max((p.evidence for p in independent), default=0) < report.z_flag - 0.5
 
 
@@ -121,9 +130,11 @@ def test_the_copies_match_on_the_head_not_on_the_shared_helpers(graded) -> None:
 def test_csv_has_one_row_per_pair_above_the_floor(graded) -> None:
     _, out, report = graded
     rows = list(csv.DictReader(io.StringIO((out / "similarity.csv").read_text())))
-    assert list(rows[0]) == ["a", "b", "similarity", "flagged", "rare_causes", "lines_a", "lines_b"]
+    assert list(rows[0]) == ["a", "b", "similarity", "flagged", "rare_causes", "lines_a", "lines_b", "group"]
     assert len(rows) == len(report.pairs) < report.pairs_total
-    assert [r["flagged"] for r in rows[:3]] == ["true"] * 3 and {r["flagged"] for r in rows[3:]} <= {"false"}
+    flagged = sum(p.flagged for p in report.pairs)
+    assert [r["flagged"] for r in rows] == ["true" if p.flagged else "false" for p in report.pairs] and flagged == 9
+    assert [r["group"] for r in rows].count("1") == 6 and {r["group"] for r in rows} == {"", "1"}
     assert all(0 <= float(r["similarity"]) <= 1 for r in rows)
     assert rows[0]["lines_a"] and all(part.replace("-", "").isdigit() for part in rows[0]["lines_a"].split(";"))
 
@@ -131,7 +142,8 @@ def test_csv_has_one_row_per_pair_above_the_floor(graded) -> None:
 def test_page_draws_the_distribution_and_the_flagged_pairs_side_by_side(graded) -> None:
     _, out, report = graded
     page = (out / "similarity.html").read_text()
-    assert page.count('class="pair flagged"') == 3
+    assert page.count('class="pair flagged"') == 9 and page.count('class="group"') == 1
+    assert 'id="group-1"' in page and page.count('href="#group-1"') == 6
     assert f'href="{ORIGINAL}/report.html"' in page and 'href="planted_copy_1/report.html"' in page
     assert "<mark>" in page and "scale by sqrt d model" in page  # the causes beside the code
     assert "<script" not in page and "http" not in page.split("<footer")[0].replace("http-equiv", "")
@@ -144,6 +156,43 @@ def test_students_folders_are_untouched(graded) -> None:
     for folder in (p for p in out.iterdir() if p.is_dir()):
         assert sorted(f.name for f in folder.iterdir()) == ["report.html", "result.json"]
         assert "similar" not in (folder / "report.html").read_text().lower()
+
+
+@pytest.fixture(scope="module")
+def ring_class() -> tuple[object, object]:
+    """A class of 60 (tests/similarity/classes.py, seed 2): heads written apart, skeleton and tutorial
+    followers, short textbook heads, and a ring of five: a lines-to-edit-length realistic head and four
+    renamed, recommented copies of it."""
+    from similarity.classes import build_class as build
+
+    cls = build(60, ring=5, seed=2)
+    report = compare_class([Code(h.id, h.text) for h in cls.heads], {}, course=boilerplate_sources())
+    return cls, report
+
+
+def test_a_ring_of_five_renamed_copies_is_one_group_and_every_pair_is_flagged(ring_class) -> None:
+    """Issue 54.2: each of the ring's passages is in five submissions, more than --common: they counted as
+    nobody's and the ring hid itself (0 of its 10 pairs flagged). Copies of one code count once."""
+    cls, report = ring_class
+    ring = cls.rings[0]
+    assert [g.members for g in report.groups] == [sorted(ring)]
+    inside = [p for p in report.pairs if {p.a, p.b} <= set(ring)]
+    assert len(inside) == 10 and all(p.flagged and p.copies and p.group == 1 for p in inside)
+
+
+def test_short_heads_and_skeleton_followers_are_not_flagged(ring_class) -> None:
+    """Issue 54.3: two short heads of 5 to 9 lines that share a few of them, and students filling one public
+    skeleton, were flagged; the skeleton is learned from the class (more than two independent submissions
+    hold it), and a head shorter than the class's median is measured on that median."""
+    cls, report = ring_class
+    origin = {h.id: h.origin for h in cls.heads}
+    short = {"lines_to_edit", "textbook"}
+    followers = {"lab_module", "cs_functions", "tutorial_head"}
+    assert [(p.a, p.b) for p in report.pairs if p.flagged and not p.copies] == []
+    assert report.floor > 0
+    # not for want of such pairs: the class has short heads and followers that share passages
+    kinds = {frozenset((origin[p.a], origin[p.b])) for p in report.pairs}
+    assert any(k <= short for k in kinds) or any(len(k) == 1 and k <= followers for k in kinds)
 
 
 def test_a_notebook_is_compared_on_the_definitions_the_grader_kept(tmp_path: Path) -> None:
@@ -209,7 +258,7 @@ def test_rare_shared_mistake_is_named_with_its_count() -> None:
 def test_command_on_a_graded_folder_and_its_errors(graded, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     subs, out, _ = graded
     assert main(["similarity", str(out), "--submissions", str(subs)]) == 0
-    assert "3 flagged" in capsys.readouterr().out
+    assert "9 flagged, 1 group of copies" in capsys.readouterr().out
     assert main(["similarity", str(tmp_path / "nowhere")]) == 2
     with pytest.raises(SystemExit) as exc:
         main(["similarity", str(out), "--common", "0"])
@@ -241,7 +290,8 @@ def test_gradescope_export_is_read_with_its_ids(tmp_path: Path) -> None:
 
 def test_course_notebook_given_as_boilerplate_is_nobodys(tmp_path: Path) -> None:
     """A starter notebook's given cell, pasted by two students, is the course's (--boilerplate NB): without
-    it the pair is flagged for that cell; with it, what is left is the joins around the pasted cell."""
+    it the pair is flagged for that cell; with it, what is left is the joins around the pasted cell. A third
+    student who holds the cell too makes it the class's common code, learned without --boilerplate."""
     import nbformat
 
     given = (REALISTIC / "d2l_masked_softmax_dropout.py").read_text().split("def causal_self_attention")[0]
@@ -252,7 +302,8 @@ def test_course_notebook_given_as_boilerplate_is_nobodys(tmp_path: Path) -> None
     for name, f in (("s1", "einsum_head.py"), ("s2", "sqrt_T_scale.py")):
         head = (REALISTIC / f).read_text()
         (subs / f"{name}.py").write_text(head.replace("import torch\n", "import torch\n" + given, 1))
-    for f in sorted(REALISTIC.glob("*.py"))[:6]:
+    source = REALISTIC / "d2l_masked_softmax_dropout.py"  # the cell's own head: a third holder
+    for f in [f for f in sorted(REALISTIC.glob("*.py")) if f != source][:6]:
         shutil.copy(f, subs / f.name)
     out = tmp_path / "out"
     out.mkdir()
@@ -263,6 +314,9 @@ def test_course_notebook_given_as_boilerplate_is_nobodys(tmp_path: Path) -> None
     without, given = write_similarity(out, subs), write_similarity(out, subs, boilerplate=[starter])
     assert pair(without) > 0.3 and any(p.flagged for p in without.pairs)
     assert pair(given) < pair(without) / 3 and not any(p.flagged for p in given.pairs)
+    shutil.copy(source, subs / source.name)
+    learned = write_similarity(out, subs)
+    assert pair(learned) < pair(without) / 3 and not any(p.flagged for p in learned.pairs)
 
 
 @pytest.mark.slow
@@ -311,7 +365,8 @@ def test_page_in_a_real_browser(graded, tmp_path: Path) -> None:
     png = shot.read_bytes()
     assert png.startswith(PNG_SIGNATURE) and len(png) > 20_000
     dom = chromium(page, tmp_path, "--dump-dom").stdout
-    assert dom.count('class="pair flagged"') == 3 and dom.count("<mark>") >= 6
+    assert dom.count('class="pair flagged"') == 9 and dom.count("<mark>") >= 18
+    assert dom.count('class="group"') == 1 and all(f"<code>{m}</code>" in dom for m in NOTEBOOK_RING)
     assert dom.count("<rect") == len(report.histogram) and "<script" not in dom.lower()
     if os.environ.get("STEP4_SCREENSHOT_DIR"):
         dest = Path(os.environ["STEP4_SCREENSHOT_DIR"])

@@ -1,6 +1,7 @@
 """The class similarity page (instructor only): a pure function of :class:`~grader.models.ClassSimilarity`.
 
-The histogram of every pair's similarity with the report's cut-off, then each flagged pair side by side,
+The histogram of every pair's similarity with the report's cut-off, the groups of copies (rings), then each
+flagged pair side by side,
 the matching passages highlighted, with both students' scores, causes and report links, and the table of
 every pair above the floor. Python computes the geometry and splits the code into plain and highlighted
 pieces; the template (sharing the report's stylesheet) lays them out with autoescaping on. No script, no
@@ -30,6 +31,23 @@ class Side:
     share: float
     lines: str
     pieces: list[tuple[str, bool]]  # (text, highlighted)
+
+
+@dataclass(frozen=True)
+class Member:
+    id: str
+    href: str | None
+    score: str
+    causes: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class GroupShown:
+    id: int
+    least_share: float
+    sides: list[Member]
+    pairs: int
+    shown_pairs: int
 
 
 @dataclass(frozen=True)
@@ -74,11 +92,24 @@ def _spans(lines: Sequence[tuple[int, int]]) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in lines)
 
 
+def _score(m: SimilarityMember) -> str:
+    if m.score is None:
+        return "not graded"
+    return f"{wording.fmt_points(m.score)} / {wording.fmt_points(m.max_score or 0)}"
+
+
 def _side(m: SimilarityMember, share: float, slices: Sequence[tuple[int, int]], lines: str) -> Side:
-    score = (
-        "not graded" if m.score is None else f"{wording.fmt_points(m.score)} / {wording.fmt_points(m.max_score or 0)}"
-    )
-    return Side(m.id, m.href, score, list(m.causes), share, lines, pieces(m.code, slices))
+    return Side(m.id, m.href, _score(m), list(m.causes), share, lines, pieces(m.code, slices))
+
+
+def _groups(report: ClassSimilarity, drawn: Sequence[SimilarPair]) -> list[GroupShown]:
+    out = []
+    for g in report.groups:
+        sides = [report.members[sid] for sid in g.members]
+        members = [Member(m.id, m.href, _score(m), list(m.causes)) for m in sides]
+        n = len(g.members)
+        out.append(GroupShown(g.id, g.least_share, members, n * (n - 1) // 2, sum(p.group == g.id for p in drawn)))
+    return out
 
 
 def why(p: SimilarPair, report: ClassSimilarity) -> str:
@@ -90,12 +121,15 @@ def why(p: SimilarPair, report: ClassSimilarity) -> str:
     )
     if p.rare_causes:
         words += f", and they share a mistake rare in this class (+{report.rare_bonus:g})"
+    if p.copies:
+        words += f"; and each has at least {report.copy_share:.0%} of its own code in the other's: copies"
     return words + "."
 
 
 def render_similarity(report: ClassSimilarity) -> str:
     shown = []
-    for p in [p for p in report.pairs if p.flagged][:MAX_SHOWN]:
+    drawn = [p for p in report.pairs if p.flagged][:MAX_SHOWN]
+    for p in drawn:
         a, b = report.members[p.a], report.members[p.b]
         shown.append(
             Shown(
@@ -116,6 +150,7 @@ def render_similarity(report: ClassSimilarity) -> str:
             cut_x=round(min(1.0, cut) * slot * len(report.histogram)),
             cut=cut,
             shown=shown,
+            groups=_groups(report, drawn),
             flagged=sum(p.flagged for p in report.pairs),
             more=max(0, sum(p.flagged for p in report.pairs) - MAX_SHOWN),
             spans=_spans,

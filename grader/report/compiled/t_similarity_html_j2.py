@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/similarity.html.j2: do not edit.
-FINGERPRINT = "ab3ac9d397f2d4a71ae6ac49655c1e54bca9f8a47d0e3427a423cb3cea8e66d7"
+FINGERPRINT = "b83f7f4cfca49b088fd6bf7d94e8044b5a68dca60c692d35b27496628e3ae6bd"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'similarity.html.j2'
 
@@ -14,6 +14,7 @@ def root(context, missing=missing):
     l_0_bars = resolve('bars')
     l_0_cut_x = resolve('cut_x')
     l_0_cut = resolve('cut')
+    l_0_groups = resolve('groups')
     l_0_shown = resolve('shown')
     l_0_more = resolve('more')
     try:
@@ -36,13 +37,17 @@ def root(context, missing=missing):
         for event in gen:
             yield event
     finally: gen.close()
-    yield '.hist rect{fill:var(--accent)}\n.hist text{text-anchor:middle}\n.hist line.cut{stroke:var(--fail);stroke-width:2;stroke-dasharray:4 3}\n.pair{border:1px solid var(--line);border-radius:6px;padding:10px 12px;margin:16px 0}\n.pair.flagged{border-color:var(--fail)}\n.sides{display:grid;grid-template-columns:1fr 1fr;gap:10px}\n.sides pre{font-size:12px;max-height:520px;overflow:auto;margin:6px 0 0}\nmark{background:#ffe08a;color:inherit}\n@media (max-width:900px){.sides{grid-template-columns:1fr}}\n</style>\n</head>\n<body>\n<main>\n<header class="top">\n  <h1>Class similarity</h1>\n  <p class="muted">For the instructor only: never shown in a student\'s report or in Gradescope. A flagged pair is a lead to read, not a verdict.</p>\n  <div class="scorebox">\n    <div class="score">'
+    yield '.hist rect{fill:var(--accent)}\n.hist text{text-anchor:middle}\n.hist line.cut{stroke:var(--fail);stroke-width:2;stroke-dasharray:4 3}\n.pair{border:1px solid var(--line);border-radius:6px;padding:10px 12px;margin:16px 0}\n.pair.flagged{border-color:var(--fail)}\n.group{border:2px solid var(--fail);border-radius:6px;padding:10px 12px;margin:16px 0}\n.sides{display:grid;grid-template-columns:1fr 1fr;gap:10px}\n.sides pre{font-size:12px;max-height:520px;overflow:auto;margin:6px 0 0}\nmark{background:#ffe08a;color:inherit}\n@media (max-width:900px){.sides{grid-template-columns:1fr}}\n</style>\n</head>\n<body>\n<main>\n<header class="top">\n  <h1>Class similarity</h1>\n  <p class="muted">For the instructor only: never shown in a student\'s report or in Gradescope. A flagged pair is a lead to read, not a verdict.</p>\n  <div class="scorebox">\n    <div class="score">'
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'submissions'))
     yield ' <small>submissions</small></div>\n    <div class="score">'
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs_total'))
     yield ' <small>pairs</small></div>\n    <div class="score">'
     yield escape((undefined(name='flagged') if l_0_flagged is missing else l_0_flagged))
-    yield ' <small>flagged</small></div>\n  </div>\n  <nav class="toc"><a href="#histogram">Distribution</a><a href="#flagged">Flagged pairs</a><a href="#all">Pairs above the floor</a><a href="#method">How</a></nav>\n</header>\n\n'
+    yield ' <small>flagged</small></div>\n    <div class="score">'
+    yield escape(t_2(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'groups')))
+    yield ' <small>group'
+    yield escape(('' if (t_2(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'groups')) == 1) else 's'))
+    yield ' of copies</small></div>\n  </div>\n  <nav class="toc"><a href="#histogram">Distribution</a><a href="#groups">Groups of copies</a><a href="#flagged">Flagged pairs</a><a href="#all">Pairs above the floor</a><a href="#method">How</a></nav>\n</header>\n\n'
     if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'notes'):
         pass
         yield '<div class="callout warn">\n'
@@ -104,9 +109,9 @@ def root(context, missing=missing):
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs_matching'))
     yield ' of the '
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs_total'))
-    yield " pairs share any passage once the course's code and passages common to more than "
+    yield " pairs share any passage once the course's code and the passages more than "
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common'))
-    yield ' submissions are removed; the others are at 0. '
+    yield ' independent submissions hold are removed; the others are at 0. '
     yield escape(('Among the matching pairs' if (environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'spread_over') == 'matching') else 'Over every pair (too few match to rank against them alone)'))
     yield ' the median is '
     yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'median')))
@@ -126,7 +131,74 @@ def root(context, missing=missing):
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
     yield ' × '
     yield escape(('%.3f' % environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'scale')))
-    yield ').</p>\n\n<h2 id="flagged">Flagged pairs</h2>\n'
+    yield ').</p>\n\n<h2 id="groups">Groups of copies</h2>\n'
+    if (undefined(name='groups') if l_0_groups is missing else l_0_groups):
+        pass
+        l_1_loop = missing
+        for l_1_g, l_1_loop in LoopContext((undefined(name='groups') if l_0_groups is missing else l_0_groups), undefined):
+            _loop_vars = {}
+            pass
+            yield '<section class="group" id="group-'
+            yield escape(environment.getattr(l_1_g, 'id'))
+            yield '">\n  <h3>Group '
+            yield escape(environment.getattr(l_1_g, 'id'))
+            yield ': '
+            yield escape(t_2(environment.getattr(l_1_g, 'sides')))
+            yield ' submissions</h3>\n  <p>Each has at least '
+            yield escape(('%.0f' % (100 * environment.getattr(l_1_g, 'least_share'))))
+            yield '% of its own code (what is left once the passages more than '
+            yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'wide'))
+            yield " submissions hold are set aside) in passages another member shares: copies of one code, told apart from a skeleton or tutorial many follow, whose followers each write code of their own. The group counts once when the class's common code is learned, so its size does not hide it.</p>\n  <table>\n    <thead><tr><th>Member</th><th>Score</th><th>Causes</th></tr></thead>\n    <tbody>\n"
+            l_2_loop = missing
+            for l_2_m, l_2_loop in LoopContext(environment.getattr(l_1_g, 'sides'), undefined):
+                _loop_vars = {}
+                pass
+                yield '    <tr><td>'
+                if environment.getattr(l_2_m, 'href'):
+                    pass
+                    yield '<a href="'
+                    yield escape(environment.getattr(l_2_m, 'href'))
+                    yield '">'
+                    yield escape(environment.getattr(l_2_m, 'id'))
+                    yield '</a>'
+                else:
+                    pass
+                    yield '<code>'
+                    yield escape(environment.getattr(l_2_m, 'id'))
+                    yield '</code>'
+                yield '</td><td class="pts">'
+                yield escape(environment.getattr(l_2_m, 'score'))
+                yield '</td><td class="small">'
+                l_3_loop = missing
+                t_3 = 1
+                for (l_3_cid, l_3_title), l_3_loop in LoopContext(environment.getattr(l_2_m, 'causes'), undefined):
+                    _loop_vars = {}
+                    pass
+                    yield escape(l_3_title)
+                    yield escape(('; ' if (not environment.getattr(l_3_loop, 'last')) else cond_expr_undefined("the inline if-expression on line 65 in 'similarity.html.j2' evaluated to false and no else section was defined.")))
+                    t_3 = 0
+                l_3_loop = l_3_cid = l_3_title = missing
+                if t_3:
+                    pass
+                    yield 'none named'
+                yield '</td></tr>\n'
+            l_2_loop = l_2_m = missing
+            yield '    </tbody>\n  </table>\n  <p class="muted small">Its '
+            yield escape(environment.getattr(l_1_g, 'pairs'))
+            yield ' pairs are flagged below'
+            if (environment.getattr(l_1_g, 'shown_pairs') < environment.getattr(l_1_g, 'pairs')):
+                pass
+                yield ' (the first '
+                yield escape(environment.getattr(l_1_g, 'shown_pairs'))
+                yield ' side by side)'
+            yield ' and in similarity.csv (column group = '
+            yield escape(environment.getattr(l_1_g, 'id'))
+            yield ').</p>\n</section>\n'
+        l_1_loop = l_1_g = missing
+    else:
+        pass
+        yield '<p class="muted">No group: no three submissions are copies of one code.</p>\n'
+    yield '\n<h2 id="flagged">Flagged pairs</h2>\n'
     if (undefined(name='shown') if l_0_shown is missing else l_0_shown):
         pass
         l_1_loop = missing
@@ -146,6 +218,16 @@ def root(context, missing=missing):
             yield ' <span class="chip warn">z = '
             yield escape(('%.1f' % environment.getattr(environment.getattr(l_1_s, 'pair'), 'z')))
             yield '</span>'
+            if environment.getattr(environment.getattr(l_1_s, 'pair'), 'group'):
+                pass
+                yield ' <a class="chip deduction" href="#group-'
+                yield escape(environment.getattr(environment.getattr(l_1_s, 'pair'), 'group'))
+                yield '">group '
+                yield escape(environment.getattr(environment.getattr(l_1_s, 'pair'), 'group'))
+                yield '</a>'
+            elif environment.getattr(environment.getattr(l_1_s, 'pair'), 'copies'):
+                pass
+                yield ' <span class="chip deduction">copies</span>'
             if environment.getattr(environment.getattr(l_1_s, 'pair'), 'rare_causes'):
                 pass
                 yield ' <span class="chip deduction">shared rare mistake</span>'
@@ -191,7 +273,7 @@ def root(context, missing=missing):
                         yield ' <span class="chip">'
                         yield escape(l_3_cid)
                         yield '</span>'
-                        yield escape(('; ' if (not environment.getattr(l_3_loop, 'last')) else cond_expr_undefined("the inline if-expression on line 65 in 'similarity.html.j2' evaluated to false and no else section was defined.")))
+                        yield escape(('; ' if (not environment.getattr(l_3_loop, 'last')) else cond_expr_undefined("the inline if-expression on line 88 in 'similarity.html.j2' evaluated to false and no else section was defined.")))
                     l_3_loop = l_3_cid = l_3_title = missing
                 else:
                     pass
@@ -236,7 +318,7 @@ def root(context, missing=missing):
     yield '\n<h2 id="all">Pairs above the floor</h2>\n'
     if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs'):
         pass
-        yield '<div class="scroll">\n<table>\n  <thead><tr><th>Pair</th><th>Similarity</th><th>z</th><th>Flagged</th><th>Shared rare causes</th><th>Lines</th></tr></thead>\n  <tbody>\n'
+        yield '<div class="scroll">\n<table>\n  <thead><tr><th>Pair</th><th>Similarity</th><th>z</th><th>Flagged</th><th>Group</th><th>Shared rare causes</th><th>Lines</th></tr></thead>\n  <tbody>\n'
         for l_1_p in environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'pairs'):
             l_1_spans = resolve('spans')
             _loop_vars = {}
@@ -251,6 +333,8 @@ def root(context, missing=missing):
             yield escape(('%.1f' % environment.getattr(l_1_p, 'z')))
             yield '</td><td>'
             yield escape(('yes' if environment.getattr(l_1_p, 'flagged') else ''))
+            yield '</td><td>'
+            yield escape((environment.getattr(l_1_p, 'group') or ('copies' if environment.getattr(l_1_p, 'copies') else '')))
             yield '</td><td class="small">'
             yield escape(t_1(context.eval_ctx, environment.getattr(l_1_p, 'rare_causes'), ', '))
             yield '</td><td class="small">'
@@ -271,15 +355,21 @@ def root(context, missing=missing):
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'verbatim_noise'))
     yield " characters. The code compared is what the grader kept of each submission (a notebook's definitions, not its demo cells).</dd>\n    <dt>Boilerplate</dt><dd>"
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'boilerplate_files'))
-    yield " files of the course's own code. Both passes remove what students are given (the student template, and any file given with --boilerplate); the normalised pass also removes the reference and its correct variants, to which an honest head may normalise, while the verbatim pass keeps them: no student is given their text, so a leaked reference handed in twice shows there. Both passes also remove the passages found in more than "
+    yield " files of the course's own code. Both passes remove what students are given (the student template, and any file given with --boilerplate); the normalised pass also removes the reference and its correct variants, to which an honest head may normalise, while the verbatim pass keeps them: no student is given their text, so a leaked reference handed in twice shows there. Both passes also remove the passages that more than "
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common'))
-    yield ' submissions ('
+    yield ' independent submissions hold ('
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common_dropped'))
-    yield " in the normalised pass), which are nobody's; so a ring of more than "
-    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'common'))
-    yield " copies of one head hides itself (rerun with a larger --common to look for one).</dd>\n    <dt>Similarity</dt><dd>The mean share of the two heads' code inside shared passages, from 0 to 1; the larger of the two passes.</dd>\n    <dt>Flagged</dt><dd>z = (similarity − median) / scale, over this class's "
+    yield " in the normalised pass), which are nobody's: the class's common code, learned from the class. Copies of one code count once there: two submissions are copies when each has at least "
+    yield escape(('%.0f' % (100 * environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'copy_share'))))
+    yield '% of its own code (beyond the passages more than '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'wide'))
+    yield ' submissions hold) and '
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'copy_min'))
+    yield " normalised characters of it in passages the other shares; three or more linked so are a group, so a ring of copies does not hide itself however large.</dd>\n    <dt>Similarity</dt><dd>The mean share of the two heads' code inside shared passages, from 0 to 1; the larger of the two passes. A head shorter than the class's median ("
+    yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'floor'))
+    yield " normalised characters) is measured against that median: a short head's similarity says how short it is.</dd>\n    <dt>Flagged</dt><dd>Copies, always; otherwise z = (similarity − median) / scale, over this class's "
     yield escape(('matching pairs' if (environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'spread_over') == 'matching') else 'pairs'))
-    yield ' (scale: 1.4826 × MAD, at least '
+    yield ' written apart (copies left out) (scale: 1.4826 × MAD, at least '
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'scale_floor'))
     yield '); flagged at z ≥ '
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'z_flag'))
@@ -289,7 +379,7 @@ def root(context, missing=missing):
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'rare_max'))
     yield ' of the '
     yield escape(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'graded'))
-    yield ' graded heads have (from each head\'s diagnosis).</dd>\n    <dt>Files</dt><dd><a href="similarity.csv">similarity.csv</a> (a, b, similarity, flagged, rare_causes, lines_a, lines_b): every pair above the floor of one robust deviation, and every flagged pair. Line numbers are of the code compared, shown above: for a .py its own lines; for a notebook the module the grader made of it, whose <code># ---- cell N ----</code> lines name the cells.</dd>\n  </dl>\n</footer>\n</main>\n</body>\n</html>\n'
+    yield ' graded heads have (from each head\'s diagnosis).</dd>\n    <dt>Files</dt><dd><a href="similarity.csv">similarity.csv</a> (a, b, similarity, flagged, rare_causes, lines_a, lines_b, group): every pair above the floor of one robust deviation, and every flagged pair. Line numbers are of the code compared, shown above: for a .py its own lines; for a notebook the module the grader made of it, whose <code># ---- cell N ----</code> lines name the cells.</dd>\n  </dl>\n</footer>\n</main>\n</body>\n</html>\n'
 
 blocks = {}
-debug_info = '8=31&26=38&27=40&28=42&33=44&35=47&41=57&42=61&43=67&44=75&45=84&49=94&51=102&54=128&55=131&56=135&57=137&58=151&59=153&60=159&62=164&64=168&65=181&66=198&67=206&73=222&75=230&79=235&84=238&85=243&96=265&97=271&99=279'
+debug_info = '8=32&27=39&28=41&29=43&30=45&35=49&37=52&43=62&44=66&45=72&46=80&47=89&51=99&53=107&56=133&57=136&58=140&59=142&60=146&64=151&65=155&69=185&77=200&78=203&79=207&80=209&81=233&82=235&83=241&85=246&87=250&88=263&89=280&90=288&96=304&98=312&102=317&107=320&108=325&119=349&120=355&121=367&122=369'
