@@ -282,6 +282,90 @@ _APPLIED = (
     ),
 )
 
+_AFTER = (
+    Kind(
+        "mask_after_softmax",
+        "mask",
+        "the softmax over every key, then the future weights zeroed (rows sum to less than one)",
+        ("mask_after_softmax_no_renorm",),
+        (
+            E(
+                "zeroed with masked_fill",
+                (
+                    f"        {MASKED}\n    weights = torch.softmax(scores, dim=-1)\n",
+                    "    weights = torch.softmax(scores, dim=-1)\n"
+                    "    if causal:\n"
+                    "        weights = weights.masked_fill(mask, 0.0)\n",
+                ),
+                only="inline_steps",
+            ),
+            E(
+                "zeroed with masked_fill",
+                (
+                    f"    if mask is not None:\n        {MASKED}\n    weights = torch.softmax(scores, dim=-1)\n",
+                    "    weights = torch.softmax(scores, dim=-1)\n"
+                    "    if mask is not None:\n"
+                    "        weights = weights.masked_fill(mask, 0.0)\n",
+                ),
+            ),
+            E(
+                "multiplied by the lower triangle",
+                (
+                    f"        scores = scores.masked_fill(tril == 0, {INF})\n"
+                    "    attn = torch.softmax(scores, dim=-1)\n",
+                    "    attn = torch.softmax(scores, dim=-1)\n    if causal:\n        attn = attn * tril\n",
+                ),
+            ),
+            E(
+                "torch.tril of the weights",
+                (
+                    "    if causal:\n"
+                    "        scores = scores.masked_fill(col > row, -math.inf)\n"
+                    "    weights = scores.softmax(dim=-1)\n",
+                    "    weights = scores.softmax(dim=-1)\n    if causal:\n        weights = torch.tril(weights)\n",
+                ),
+            ),
+        ),
+    ),
+    Kind(
+        "mask_after_softmax_renorm",
+        "mask",
+        "the softmax over every key, then the future weights zeroed and the rows renormalised",
+        ("mask_after_softmax_renorm",),
+        (
+            E(
+                "zeroed with masked_fill, renormalised",
+                (
+                    f"    if mask is not None:\n        {MASKED}\n    weights = torch.softmax(scores, dim=-1)\n",
+                    "    weights = torch.softmax(scores, dim=-1)\n"
+                    "    if mask is not None:\n"
+                    "        weights = weights.masked_fill(mask, 0.0)\n"
+                    "        weights = weights / weights.sum(dim=-1, keepdim=True)\n",
+                ),
+            ),
+            E(
+                "multiplied by the lower triangle, renormalised",
+                (
+                    f"        scores = scores.masked_fill(tril == 0, {INF})\n"
+                    "    attn = torch.softmax(scores, dim=-1)\n",
+                    "    attn = torch.softmax(scores, dim=-1)\n    if causal:\n        attn = attn * tril\n"
+                    "        attn = attn / attn.sum(dim=-1, keepdim=True)\n",
+                ),
+            ),
+            E(
+                "torch.tril of the weights, renormalised",
+                (
+                    "    if causal:\n"
+                    "        scores = scores.masked_fill(col > row, -math.inf)\n"
+                    "    weights = scores.softmax(dim=-1)\n",
+                    "    weights = scores.softmax(dim=-1)\n    if causal:\n        weights = torch.tril(weights)\n"
+                    "        weights = weights / weights.sum(-1, keepdim=True)\n",
+                ),
+            ),
+        ),
+    ),
+)
+
 _FILL = (
     Kind(
         "fill_weak",
@@ -414,4 +498,4 @@ _FILL = (
     ),
 )
 
-MASK = (*_PATTERN, *_APPLIED, *_FILL)
+MASK = (*_PATTERN, *_APPLIED, *_AFTER, *_FILL)
