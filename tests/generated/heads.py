@@ -98,13 +98,14 @@ def _placed(lines: set[int], module: str) -> set[int]:
     return {line for line in lines if line <= len(text) and text[line - 1].strip()} or lines
 
 
-def _fixed_lines(edit: Edit, module: str) -> set[int]:
-    """The lines of ``module`` an edit's fixes change (they are lines to edit as well)."""
+def _fixed_lines(edit: Edit, module: str) -> set[int] | None:
+    """The lines of ``module`` an edit's fixes change (they are lines to edit as well); None where a fix no longer
+    applies (another mistake of the head rewrote its text)."""
     lines: set[int] = set()
     for fix in edit.fixes:
         made = apply_change(fix, module)
         if made is None:
-            raise ValueError(f"a fix of {edit.spelling!r} does not apply: {fix[0]!r}")
+            return None
         lines |= _changed(module, made)[0]
     return lines
 
@@ -191,8 +192,10 @@ def make(program: str, picks: Iterable[tuple[str, int]], *, notebook: bool = Fal
     mistakes = []
     for kind, k, lines in made:
         edit = KINDS[kind].edits[k]
-        lines = lines | _fixed_lines(edit, module)
-        lines = _placed(lines, module)
+        fixed = _fixed_lines(edit, module)
+        if fixed is None:
+            return None
+        lines = _placed(lines | fixed, module)
         if notebook and not all(line in where for line in lines):
             return None  # a line outside every cell (a docstring's): not a notebook of this head
         spot = tuple((*where[line],) if notebook else (None, line) for line in sorted(lines))
