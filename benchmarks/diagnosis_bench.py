@@ -356,9 +356,9 @@ def kinds_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     print(_group_rows(sums))
     for g, r in by_group.items():
         print(f"\nper kind, {g} (* held out):\n" + _kind_rows(r, held))
-    failing = [r for r in rows.values() if r.exceptions]
-    for r in failing[:20]:
-        print(f"exception in the grader on {r.id}: {r.exceptions[0]}")
+    failing = [(hid, r) for hid, r in rows.items() if r.exceptions]
+    for hid, r in failing[:20]:
+        print(f"exception in the grader on {hid} ({', '.join(r.kinds)}): {r.exceptions[0]}")
     if args.json:
         payload = {"seed": args.seed, "n": args.n, "jobs": args.jobs, "wall_s": round(wall, 1), "summary": sums}
         payload["per_kind"] = {g: per_kind(r) for g, r in by_group.items()}
