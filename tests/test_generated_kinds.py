@@ -96,3 +96,15 @@ def test_the_sample_is_seeded_and_proven() -> None:
     assert all(prove(h) == [] for h in a)
     with pytest.raises(ValueError, match="unknown kind 'nope'"):
         sample(2, 0, ["nope"])
+
+
+def test_the_held_out_list_is_the_recorded_draw() -> None:
+    """The held-out kinds are what the recorded seed draws from the recorded kinds, every one still a kind; kinds added
+    since are tuned; a kind moved to the tuned list (a fix made for it) stays listed as drawn."""
+    import random
+
+    drawn = tomllib.loads((REPO / "tests/generated/held_out_kinds.toml").read_text(encoding="utf-8"))
+    population = drawn["drawn_from"]
+    assert population == sorted(population) and set(population) <= set(KINDS)
+    assert drawn["held_out"] == sorted(random.Random(drawn["seed"]).sample(population, len(population) // 3))
+    assert set(drawn["moved"]) <= set(drawn["held_out"]) and set(drawn["tuned_in_issue_35"]) <= set(population)
