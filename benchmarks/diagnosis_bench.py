@@ -1,6 +1,19 @@
-"""How well the diagnosis finds mistakes in code nobody wrote for it (issue 35, point 7).
+"""How well the diagnosis finds mistakes in code nobody wrote for it (issue 52; issue 35's bench with --bench styles).
 
-    python benchmarks/diagnosis_bench.py [--n 100] [--seed 35] [--styles a,b] [--jobs 2] [--json OUT]
+    python benchmarks/diagnosis_bench.py [--kinds held-out,tuned] [--n 300] [--seed 52] [--jobs 2] [--json OUT]
+                                         [--keep DIR] [--rescore DIR]
+
+Issue 52's bench (the default, ``--bench kinds``): for each group of kinds (``held-out``: the kinds drawn in
+``tests/generated/held_out_kinds.toml`` before any tuning; ``tuned``: the others; or a comma-separated list of
+kinds), ``--n`` heads from ``tests/generated/heads.sample`` (every sixth a correct program, the others 1 to 3
+mistakes of that group's kinds, about one in five handed in as a notebook, each head's truth proven), graded on the
+head's checks as below and judged by ``tests/generated/strict.py``: per group and per kind, the strict figures (the
+right id, or a departure carrying the truth's fields, at a line to edit, one cause per mistake; false alarms: causes
+that name no mistake of the head; named twice) beside the loose ones (a cause of the mistake's family, anywhere /
+at the line); on the correct programs, the causes named and the full marks; the grader's exceptions; time per head
+(median, p90, max).
+
+    python benchmarks/diagnosis_bench.py --bench styles [--n 100] [--seed 35] [--styles a,b] [--jobs 2] [--json OUT]
                                          [--via inprocess|batch] [--keep DIR] [--rescore DIR]
 
 Generates ``--n`` heads (``tests/generated``: 8 styles of real code, round-robin; every sixth head of a style is
@@ -55,8 +68,11 @@ sys.path.insert(0, str(REPO / "tests"))
 from generated import HELD_OUT, STYLES, TUNE, Generated, sample  # noqa: E402
 from generated.judge import Scored, score, summary  # noqa: E402
 
+HELD_OUT_FILE = REPO / "tests" / "generated" / "held_out_kinds.toml"
+
 HEAD = "causal_self_attention"
 MODULE = "attention_head.py"
+NOTEBOOK = "attention_head.ipynb"
 
 
 def head_checks() -> list[str]:
@@ -97,13 +113,14 @@ def grade_folder(folder: Path, results: Path, jobs: int) -> None:
     only = head_checks()
     capture = _PerThread(sys.stderr)
     sys.stderr = capture
-    heads = sorted(p for p in folder.iterdir() if (p / MODULE).is_file())
+    heads = sorted(p for p in folder.iterdir() if (p / MODULE).is_file() or (p / NOTEBOOK).is_file())
 
     def one(head: Path) -> None:
         buffer = capture.buffers[threading.get_ident()] = io.StringIO()
         record: dict[str, Any] = {"result": None, "raised": None}
+        handed_in = head / NOTEBOOK if (head / NOTEBOOK).is_file() else head / MODULE
         try:
-            result = grade(head / MODULE, rubric, only=only, pool=pool, parallel=False, visuals=False, label=head.name)
+            result = grade(handed_in, rubric, only=only, pool=pool, parallel=False, visuals=False, label=head.name)
             record["result"] = json.loads(result_json(result))
         except Exception as exc:  # the grader's own failure: a finding of the bench, never fatal to it
             record["raised"] = f"{type(exc).__name__}: {exc}"
@@ -206,10 +223,158 @@ def by_mutation(rows: list[Scored], heads: dict[str, Generated]) -> str:
     )
 
 
+# -- issue 52: mistake kinds, held out and tuned ------------------------------------------------------------
+
+
+def kind_groups() -> dict[str, tuple[str, ...]]:
+    """``held-out`` (drawn before tuning, less the kinds a fix moved since) and ``tuned`` (every other kind)."""
+    import tomllib
+
+    from generated.kinds import KINDS
+
+    drawn = tomllib.loads(HELD_OUT_FILE.read_text(encoding="utf-8"))
+    held = tuple(sorted(set(drawn["held_out"]) - set(drawn.get("moved", []))))
+    return {"held-out": held, "tuned": tuple(sorted(set(KINDS) - set(held)))}
+
+
+def _kind_rows(rows: list[Any], held: set[str]) -> str:
+    from generated.strict import per_kind
+
+    lines = [["kind", "n", "strict", "named (any line)", "found (family)", "family at line", "departure at line"]]
+    for kind, n in per_kind(rows).items():
+        lines.append(
+            [
+                f"{kind}{' *' if kind in held else ''}",
+                str(n["n"]),
+                _pct(n["strict"], n["n"]),
+                _pct(n["named"], n["n"]),
+                _pct(n["found"], n["n"]),
+                _pct(n["at_line"], n["n"]),
+                _pct(n["stage_at_line"], n["n"]) if n["stage_at_line"] else "",
+            ]
+        )
+    return _aligned(lines)
+
+
+def _aligned(lines: list[list[str]]) -> str:
+    widths = [max(len(r[k]) for r in lines) for k in range(len(lines[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines)
+
+
+def _group_rows(sums: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        [
+            "group",
+            "heads (correct)",
+            "mistakes",
+            "strict",
+            "named",
+            "found (loose)",
+            "at line (loose)",
+            "false alarms",
+            "named twice",
+            "heads all right",
+            "causes on correct",
+            "full marks",
+            "exceptions",
+            "s median / p90 / max",
+        ]
+    ]
+    for name, s in sums.items():
+        lines.append(
+            [
+                name,
+                f"{s['heads']} ({s['correct']})",
+                str(s["mistakes"]),
+                _pct(s["strict"], s["mistakes"]),
+                _pct(s["named"], s["mistakes"]),
+                _pct(s["found"], s["mistakes"]),
+                _pct(s["at_line"], s["mistakes"]),
+                str(s["false_alarms"]),
+                str(s["twice"]),
+                _pct(s["heads_all_right"], s["heads"] - s["correct"]),
+                str(s["causes_on_correct"]),
+                f"{s['full_on_correct']}/{s['correct']}",
+                str(s["exceptions"]),
+                f"{s['median_s']} / {s['p90_s']} / {s['max_s']}",
+            ]
+        )
+    return _aligned(lines)
+
+
+def kinds_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    from generated.heads import sample as sample_heads
+    from generated.kinds import KINDS
+    from generated.strict import judge, per_kind
+    from generated.strict import summary as strict_summary
+
+    groups = kind_groups()
+    wanted: dict[str, tuple[str, ...]] = {}
+    for name in (args.kinds or "held-out,tuned").split(","):
+        name = name.strip()
+        if name in groups:
+            wanted[name] = groups[name]
+        elif name in KINDS:
+            wanted.setdefault("chosen", ())
+            wanted["chosen"] += (name,)
+        else:
+            p.error(f"--kinds: no group or kind {name!r} (groups: {', '.join(groups)})")
+    started = time.perf_counter()
+    heads = {}
+    for offset, (group, kinds) in enumerate(wanted.items()):
+        for h in sample_heads(args.n, args.seed + 1000 * offset, kinds):
+            heads[f"{group}-{h.id}"] = (group, h)
+    made = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="diagnosis_bench_") as tmp:
+        root = args.keep or Path(tmp)
+        folder, results = root / "heads", root / "results"
+        results.mkdir(parents=True, exist_ok=True)
+        for hid, (_, h) in heads.items():
+            (folder / hid).mkdir(parents=True, exist_ok=True)
+            (folder / hid / h.filename).write_text(h.source, encoding="utf-8")
+            truth = [asdict(m) for m in h.mistakes]
+            (folder / hid / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
+        if args.rescore is not None:
+            results, wall = args.rescore / "results", 0.0
+            for hid, (_, h) in heads.items():
+                stored = args.rescore / "heads" / hid / h.filename
+                if not stored.is_file() or stored.read_text(encoding="utf-8") != h.source:
+                    p.error(f"{stored} is not the head --n {args.n} --seed {args.seed} generates now")
+        else:
+            wall = run_child(folder, results, args.jobs)
+        records = {hid: json.loads((results / f"{hid}.json").read_text(encoding="utf-8")) for hid in heads}
+    rows = {hid: judge(h, records[hid]) for hid, (_, h) in heads.items()}
+    by_group = {g: [rows[hid] for hid, (gg, _) in heads.items() if gg == g] for g in wanted}
+    sums = {g: strict_summary(r) for g, r in by_group.items()}
+    sums["all"] = strict_summary(rows.values())
+    held = set(groups["held-out"])
+    print(
+        f"diagnosis bench (kinds): {len(rows)} heads, seed {args.seed}, {args.jobs} jobs, "
+        f"made and proven in {made:.0f} s, graded in {wall:.0f} s"
+    )
+    print("(strict: the right id, or a departure with the truth's fields, at a line to edit, one cause per mistake)\n")
+    print(_group_rows(sums))
+    for g, r in by_group.items():
+        print(f"\nper kind, {g} (* held out):\n" + _kind_rows(r, held))
+    failing = [(hid, r) for hid, r in rows.items() if r.exceptions]
+    for hid, r in failing[:20]:
+        print(f"exception in the grader on {hid} ({', '.join(r.kinds)}): {r.exceptions[0]}")
+    if args.json:
+        payload = {"seed": args.seed, "n": args.n, "jobs": args.jobs, "wall_s": round(wall, 1), "summary": sums}
+        payload["per_kind"] = {g: per_kind(r) for g, r in by_group.items()}
+        payload["heads"] = [asdict(r) for r in rows.values()]
+        args.json.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n", type=int, default=100, help="heads to generate (default 100)")
-    p.add_argument("--seed", type=int, default=35)
+    p.add_argument(
+        "--bench", choices=("kinds", "styles"), default="kinds", help="issue 52's kinds or issue 35's styles"
+    )
+    p.add_argument("--kinds", help="kinds: groups (held-out, tuned) or kinds, comma-separated (default both groups)")
+    p.add_argument("--n", type=int, default=100, help="heads to generate (per group with --bench kinds; default 100)")
+    p.add_argument("--seed", type=int, default=None, help="default 52 (kinds), 35 (styles)")
     p.add_argument("--styles", help=f"comma-separated styles (default all: {', '.join(STYLES)})")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="heads graded at once")
     p.add_argument("--json", type=Path, metavar="OUT", help="write every head's record and the summaries here")
@@ -227,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.grade_folder is not None:
         grade_folder(args.grade_folder, args.results, args.jobs)
         return 0
+    if args.n < 1 or args.jobs < 1:
+        p.error(f"--n and --jobs must be at least 1, got --n {args.n} --jobs {args.jobs}")
+    if args.bench == "kinds":
+        args.seed = 52 if args.seed is None else args.seed
+        return kinds_main(args, p)
+    args.seed = 35 if args.seed is None else args.seed
     styles = tuple(s.strip() for s in args.styles.split(",")) if args.styles else None
     unknown = [s for s in styles or () if s not in STYLES]
     if unknown:
