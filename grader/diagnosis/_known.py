@@ -81,7 +81,8 @@ def attention_probes(
     base, large = inputs(1.0, T=T, **widths), inputs(300.0, T=T, **widths)  # large: scores of order 1e5
     # other widths: a constant is not a formula
     other = inputs(1.0, B=1, T=T_other, d=6, d_k=6, d_v=6) if square else inputs(1.0, B=1, T=T_other, d=6, d_k=2, d_v=3)
-    other["X"][0, 1] = 0.0  # a zero token: its scores are exactly 0, which a mask read off the values mistakes
+    if T_other > 1:  # a head that runs at T = 1 only has no second token
+        other["X"][0, 1] = 0.0  # a zero token: its scores are exactly 0, which a mask read off the values mistakes
     upstream = {"u_out": torch.randn(2, T, widths.get("d_v", 2), generator=g, dtype=torch.float64),
                 "u_w": torch.randn(2, T, T, generator=g, dtype=torch.float64)}  # fmt: skip
     args = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]

@@ -350,8 +350,9 @@ def _made_elsewhere(trace: Trace, r: Record, numbers: Wrong) -> Bound | None:
 
     def fits(b: Bound) -> bool:  # 0 and ±1 are axes and identities more often than constants that were chosen,
         x = b.value  # but for a float written as one (``scale = 1.0``: a scale chosen there)
-        forms: tuple[float, ...] = (x, 1 / x, math.sqrt(abs(x)), 1 / math.sqrt(abs(x)))
-        forms = forms if abs(x) not in (0.0, 1.0) else (x,) if abs(x) == 1.0 and _float_literal(b) else ()
+        forms: tuple[float, ...] = (x,) if abs(x) == 1.0 and _float_literal(b) else ()
+        if abs(x) not in (0.0, 1.0):  # a 0 (``fill = 0.0``) is no chosen number, and has no reciprocal
+            forms = (x, 1 / x, math.sqrt(abs(x)), 1 / math.sqrt(abs(x)))
         return any(
             any(math.isclose(n, f, rel_tol=1e-9) for f in forms)
             and (not any(math.isclose(x, y) for y in right) or _scaled(b))
