@@ -30,7 +30,7 @@ from grader.diagnosis._causes import caps
 from grader.diagnosis._naming import cause_ids, prices
 from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
-from grader.models import FAILING, CheckResult, Diagnosis, GradeResult, StudentOutput
+from grader.models import FAILING, Attempts, CheckResult, Diagnosis, GradeResult, StudentOutput
 from grader.oracle import Oracle, load_oracle
 from grader.rubric import CheckRubric, Rubric, RubricError, load_rubric
 from grader.sandbox import Sandbox, WorkerPool
@@ -170,6 +170,7 @@ def grade(
             mark("pictures done")
             protections = list(sandbox.protections)
             absent = sandbox.absent_protections
+            attempts = Attempts(**getattr(sandbox, "attempts", {}))
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
@@ -193,6 +194,7 @@ def grade(
         absent_protections=absent,
         devices=[device],
         output=output,
+        attempts=attempts,
         rubric=rubric.name,
         duration_s=round(time.perf_counter() - started, 3),
         notes=sub.notes + ([KIT_NOTE] if ref.edition == "student" else []),
