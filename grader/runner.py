@@ -32,6 +32,7 @@ from grader.head import Head, MissingFunction, StudentFailure
 from grader.inputs import at_length, at_model_width
 from grader.models import (
     FAILING,
+    Attempts,
     CheckResult,
     Diagnosis,
     DiagnosisStep,
@@ -186,6 +187,7 @@ def grade(
             protections = list(sandbox.protections)
             absent = sandbox.absent_protections
             limits_hit = _limits_hit(head, rubric)
+            attempts = Attempts(**getattr(sandbox, "attempts", {}))
         # Leaving the sandbox killed every process the submission started; only now do we conclude, and
         # only now is its output complete (the pipe is drained to EOF once every writer is dead).
         out = sandbox.output
@@ -212,6 +214,7 @@ def grade(
         devices=[device],
         output=output,
         limits_hit=limits_hit,
+        attempts=attempts,
         rubric=rubric.name,
         duration_s=round(time.perf_counter() - started, 3),
         notes=sub.notes + ([KIT_NOTE] if ref.edition == "student" else []),

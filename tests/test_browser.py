@@ -182,3 +182,86 @@ def test_no_column_of_a_stage_matrix_collapses(tmp_path: Path) -> None:
     assert len(tables) == 2 and all(len(cols) == 7 for cols in tables), tables
     for cols in tables:
         assert min(cols) >= 0.8 * max(cols), cols
+
+
+# -- the class overview (issue 54) ----------------------------------------------------------------------------
+
+
+def _class_overview(tmp_path: Path) -> Path:
+    """A class overview with every new part: students to look at first (a low grade, a timeout, hostile attempts,
+    an override), superseded submissions, entries not graded, causes in two students' own words."""
+    from grader.batch import Outcome
+    from grader.entries import Left
+    from grader.gradebook import Override, build
+    from grader.models import Attempts, Diagnosis
+    from grader.report.summary import render_summary
+    from grader.rubric import load_rubric
+
+    rubric = load_rubric()
+
+    def result(score: float, **kw: Any) -> GradeResult:
+        return GradeResult(
+            submission="attention_head.py",
+            seed=1,
+            score=score,
+            max_score=100,
+            checks=[],
+            rubric="r",
+            duration_s=1.0,
+            **kw,
+        )
+
+    crash = [Diagnosis(id="crash:module", title="Importing your module raises NameError", hint="", cites="")]
+    syntax = [Diagnosis(id="crash:module", title="Importing your module raises SyntaxError", hint="", cites="")]
+    outcomes = [
+        Outcome("amy", "amy.py", "graded", result(88)),
+        Outcome("bea", "bea.py", "did_not_import", result(0, diagnosis=crash)),
+        Outcome("cyd", "cyd.py", "did_not_import", result(0, diagnosis=syntax)),
+        Outcome("dot", "dot.py", "graded", result(91, attempts=Attempts(reads=20, commands=4, writes=4))),
+        Outcome("eve", "eve.py", "timeout", result(64)),
+        Outcome("fay", "fay.py", "graded", result(13)),
+        Outcome("u1901", "u1901.py", "graded", result(40), submitted_at="2026-02-01T00:00:00+00:00"),
+        Outcome(
+            "u1901-2", "u1901.zip", "graded", result(70), student="u1901", submitted_at="2026-02-02T00:00:00+00:00"
+        ),
+    ]
+    book = build(outcomes, rubric, overrides=[Override("amy", "total", 95, "regrade request", 2)])
+    page = render_summary(outcomes, rubric, book=book, left=[Left("notes.txt", "not a folder, .py, .zip or .ipynb")])
+    path = tmp_path / "summary.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _help_order(dom: str) -> list[str]:
+    import re
+
+    table = dom[dom.index('id="help-table"') : dom.index("</table>", dom.index('id="help-table"'))]
+    return re.findall(r'data-student="([^"]+)"', table)
+
+
+def test_the_class_overview_sorts_and_shows_its_new_parts_in_a_real_browser(tmp_path: Path) -> None:
+    """The students to look at first, sorted by the column the address names (the headers link there), by the
+    page's one script, which its CSP pins by hash: no console message (a blocked script would log one)."""
+    page = _class_overview(tmp_path)
+    plain = chromium(page, tmp_path, "--dump-dom")
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert console_messages(plain.stderr) == []
+    assert _help_order(plain.stdout)[:3] == ["bea", "cyd", "fay"]  # lowest first, as written
+    for spec, first in (("student", ["amy", "bea", "cyd"]), ("-score", ["amy", "dot", "u1901"])):
+        argv = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / ('p' + spec)}", "--dump-dom"]
+        run = subprocess.run(  # type: ignore[list-item]
+            [*argv, page.as_uri() + f"#sort={spec}"], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert run.returncode == 0 and console_messages(run.stderr) == [], run.stderr[-2000:]
+        assert _help_order(run.stdout)[:3] == first, spec
+        assert f'data-sorted="{spec}"' in run.stdout  # the script ran
+    dom = plain.stdout
+    for part in ('id="provisional"', 'id="hostile"', 'id="uncounted"', 'id="overrides"', "raises SyntaxError"):
+        assert part in dom, part
+    shot = tmp_path / "summary.png"
+    run = chromium(page, tmp_path, f"--screenshot={shot}", size="1200,3000")
+    assert run.returncode == 0 and shot.read_bytes().startswith(PNG_SIGNATURE) and shot.stat().st_size > 20_000
+    if os.environ.get("STEP4_SCREENSHOT_DIR"):
+        dest = Path(os.environ["STEP4_SCREENSHOT_DIR"])
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest / "summary.png")

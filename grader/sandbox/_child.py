@@ -14,6 +14,7 @@ import linecache
 import os
 import socket
 import sys
+import sysconfig
 import threading
 import time
 import traceback
@@ -60,6 +61,87 @@ class _SiblingFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, candidate)
 
 
+class Attempts:
+    """What the submission's own code tries beyond what it owns (issue 54), counted by an audit hook in the worker:
+    opens and listings of paths outside its copy and its work dir (reads; writes, removals and renames: writes),
+    commands and programs started, inet sockets asked for. Counted only when the call comes from the student's own
+    code (the first frame that is not the standard library's is in the submission's folder): a library reading its
+    own files is not the student. Where the file-system layer holds, every such read and write was denied. The
+    counts ride on every reply (``attempts``); the grader only adds them up, for the instructor."""
+
+    READS = frozenset({"os.listdir", "os.scandir"})
+    WRITES = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree", "os.truncate", "os.chmod"})
+    COMMANDS = frozenset({"os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"})
+    WATCHED = READS | WRITES | COMMANDS | {"open", "socket.__new__", "socket.connect"}
+    _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    _OWN = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero", "/proc/self/")
+
+    def __init__(self, src_dir: str, work_dir: str, secrets: Sequence[str] = ()) -> None:
+        self.counts = {"reads": 0, "writes": 0, "commands": 0, "connections": 0}
+        self._mine = _folders(src_dir)
+        self._owned = self._mine + _folders(work_dir)
+        # what the layer lets every worker read (the Python installation and its packages), less the secrets in it
+        self._readable = _folders(sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p))
+        self._secret = _folders(*secrets)
+        paths = sysconfig.get_paths()
+        self._stdlib = tuple(
+            {os.path.join(os.path.realpath(paths[k]), "") for k in ("stdlib", "platstdlib") if paths.get(k)}
+        )
+
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if event not in self.WATCHED:
+            return
+        try:  # an audit hook that raises would break the call it watches: never
+            kind = self._kind(event, args)
+            if kind is not None and self._by_the_student():
+                self.counts[kind] += 1
+        except Exception:
+            pass
+
+    def _kind(self, event: str, args: tuple[Any, ...]) -> str | None:
+        if event in self.COMMANDS:
+            return "commands"
+        if event == "socket.__new__":
+            return "connections" if len(args) > 1 and args[1] in (socket.AF_INET, socket.AF_INET6) else None
+        if event == "socket.connect":
+            return "connections" if not isinstance(args[1], str | bytes) else None  # an inet address, not a unix path
+        path = args[0]
+        if isinstance(path, int) or path is None:  # an open descriptor: already its own
+            return None
+        text = os.fsdecode(os.fspath(path))
+        full = os.path.join(os.path.abspath(text), "")
+        if full.startswith(self._owned) or text.startswith(self._OWN):
+            return None
+        writing = event in self.WRITES
+        if event == "open":
+            mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
+            writing = any(c in str(mode or "") for c in "wax+") or bool((flags or 0) & self._WRITE_FLAGS)
+        if not writing and full.startswith(self._readable) and not full.startswith(self._secret):
+            return None  # the installation's own files (a module imported late): readable by every worker
+        return "writes" if writing else "reads"
+
+    def _by_the_student(self) -> bool:
+        frame = sys._getframe(2)  # _by_the_student <- hook <- the frame that made the audited call
+        while frame is not None:
+            name = frame.f_code.co_filename
+            standard = name.startswith(self._stdlib) and "-packages" not in name  # a venv's platstdlib holds them
+            if not (name.startswith("<") or standard):
+                return os.path.join(os.path.abspath(name), "").startswith(self._mine)
+            frame = frame.f_back  # type: ignore[assignment]
+        return False
+
+    def said(self) -> dict[str, int]:
+        return {k: n for k, n in self.counts.items() if n}
+
+
+def _folders(*paths: str) -> tuple[str, ...]:
+    """Each path as an absolute folder prefix ending in a separator, as given and with its links resolved."""
+    return tuple({os.path.join(os.path.abspath(f), "") for p in paths for f in (p, os.path.realpath(p))})
+
+
+_attempts: Attempts | None = None
+
+
 def install_import_hygiene(src_dir: str) -> None:
     """``python -I`` already dropped the script dir, user site and PYTHON* variables; finish the job."""
     real_src = os.path.realpath(src_dir)
@@ -92,6 +174,7 @@ def serve(
     module_name: str = "attention_head",
     ops: Any = None,
     protections: Sequence[str] = (),
+    secrets: Sequence[str] = (),
 ) -> int:
     """Say hello, import the submission, then answer requests until the grader hangs up.
 
@@ -99,8 +182,11 @@ def serve(
     replies; ``SystemExit`` and ``KeyboardInterrupt`` are deliberately not caught, so they end the
     worker and the grader reports a crash.
     """
+    global _attempts
     install_import_hygiene(submission_dir)
     _send(sock, {"status": "hello", "protections": list(protections), "pid": os.getpid()}, {})
+    _attempts = Attempts(submission_dir, os.getcwd(), secrets)  # the worker's cwd is its own work dir (_harden)
+    sys.addaudithook(_attempts.hook)  # from here on, the student's code runs
     try:
         module = import_submission(submission_dir, module_name)
     except Exception as exc:
@@ -194,16 +280,22 @@ def _answer(
 def _send_reply(sock: socket.socket, header: dict[str, Any], tensors: dict[str, Any], src_dir: str) -> None:
     """Encode and send; a result that cannot be encoded becomes an error reply instead."""
     try:
-        blob = _wire.encode(header, tensors)
+        blob = _wire.encode(_counted(header), tensors)
     except Exception as exc:
         failed = _error_header(exc, src_dir)
         failed["message"] = "the result could not be sent back: " + failed["message"]
-        blob = _wire.encode(failed, {})
+        blob = _wire.encode(_counted(failed), {})
     _framing.send_frame(sock, blob)
 
 
 def _send(sock: socket.socket, header: dict[str, Any], tensors: dict[str, Any]) -> None:
-    _framing.send_frame(sock, _wire.encode(header, tensors))
+    _framing.send_frame(sock, _wire.encode(_counted(header), tensors))
+
+
+def _counted(header: dict[str, Any]) -> dict[str, Any]:
+    """``header`` with the attempts counted so far, when there are any (every reply carries them)."""
+    said = _attempts.said() if _attempts is not None else {}
+    return {**header, "attempts": said} if said else header
 
 
 def student_traceback(exc: BaseException, src_dir: str) -> str:

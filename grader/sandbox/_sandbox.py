@@ -35,6 +35,7 @@ _MIB = 1 << 20
 _RLIMIT_MARGIN_MB = 256  # with RLIMIT_DATA active, let it fail allocations cleanly before the watchdog kills
 _EXIT_WAIT_S = 1.0
 _TEXT_CAP = 4000
+ATTEMPTS = ("reads", "writes", "commands", "connections")  # what a worker counts (_child.Attempts)
 
 
 def _slow_site(where: Any) -> dict[str, Any] | None:
@@ -144,6 +145,7 @@ class Sandbox:
             "fs_isolation": os.environ.get("STEP4_FS_ISOLATION", "auto"),
         }
         self._output = OutputCollector(self._limits.output_cap_kb * 1024)
+        self._attempts: dict[int, dict[str, int]] = {}  # worker pid -> what its student code tried (_child.Attempts)
         self._max_reply = self._limits.max_reply_mb * _MIB
         self._budget = _Budget(self._limits.per_submission_timeout_s)
         self._primary: Sandbox | None = None  # set on a sidecar: the sandbox whose slot and copy it shares
@@ -183,6 +185,7 @@ class Sandbox:
         side._limits, side._own_pool, side._pool, side._slot = self._limits, False, self._pool, self._slot
         side._workspace, side._module, side._config = self._workspace, self._module, self._config
         side._output, side._max_reply, side._budget = self._output, self._max_reply, self._budget
+        side._attempts = self._attempts
         side._primary = self
         side._new_worker_state()
         self._sidecars.append(side)
@@ -204,6 +207,16 @@ class Sandbox:
     def output(self) -> CapturedOutput:
         """Everything the submission printed so far, capped."""
         return self._output.snapshot()
+
+    @property
+    def attempts(self) -> dict[str, int]:
+        """What the submission's code tried beyond what it owns, summed over its workers (issue 54): reads and
+        writes outside its folders, commands, inet sockets, as each worker last counted them."""
+        total = dict.fromkeys(ATTEMPTS, 0)
+        for counts in list(self._attempts.values()):
+            for kind, n in counts.items():
+                total[kind] += n
+        return total
 
     @property
     def limits(self) -> SandboxLimits:
@@ -510,9 +523,14 @@ class Sandbox:
         if blob is None:
             raise _Gone
         try:
-            return _wire.decode(blob, max_bytes=self._max_reply)
+            header, tensors = _wire.decode(blob, max_bytes=self._max_reply)
         except _wire.WireError as exc:
             raise _BadReply(str(exc)) from None
+        said = header.get("attempts")
+        if isinstance(said, dict):  # the worker's counts so far (untrusted: only known kinds, as bounded ints)
+            counts = {k: min(v, 1 << 30) for k, v in said.items() if k in ATTEMPTS and type(v) is int and v >= 0}
+            self._attempts[live.worker.pid] = counts
+        return header, tensors
 
     # -- ending a worker -----------------------------------------------------------------------
 

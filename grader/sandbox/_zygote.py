@@ -111,7 +111,15 @@ def _run_worker(chan_fd: int | socket.socket, out_fd: int | None, cfg: dict[str,
     protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
     sock = socket.socket(fileno=_CHANNEL_FD)
     return int(
-        _child.serve(sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections)
+        _child.serve(
+            sock,
+            cfg["src_dir"],
+            cfg["limits"],
+            module_name=cfg["module"],
+            ops=ops,
+            protections=protections,
+            secrets=cfg.get("secret_paths", []),
+        )
     )
 
 
@@ -129,7 +137,15 @@ def _serve_windows(sock: socket.socket, cfg: dict[str, Any], mode: str) -> int:
     protections = _harden.harden(None, cfg)  # after faulthandler: its exception filter must stay the last word
     protections += [mode, "isolated imports"] + _torch_settings(cfg["limits"])
     return int(
-        _child.serve(sock, cfg["src_dir"], cfg["limits"], module_name=cfg["module"], ops=ops, protections=protections)
+        _child.serve(
+            sock,
+            cfg["src_dir"],
+            cfg["limits"],
+            module_name=cfg["module"],
+            ops=ops,
+            protections=protections,
+            secrets=cfg.get("secret_paths", []),
+        )
     )
 
 

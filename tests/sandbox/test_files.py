@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import HOSTILE, IS_ROOT, OpenSandbox, call, needs_root
+from sandbox_helpers import HOSTILE, IS_ROOT, OpenSandbox, call, head_inputs, needs_root
 from secret_markers import SNOOPED, leaked
 
 import grader
@@ -328,3 +328,30 @@ def test_a_snooping_submission_finds_nothing_and_no_output_leaks(rubric: Rubric,
     assert checks["reference_match"].status == "passed"  # found nothing, so it answered
     tests = checks["student_tests"]
     assert tests.status == "failed" and "catch" in tests.message  # ran on every chaff, quoted none
+
+
+def test_the_workers_count_what_the_students_code_tries(open_sandbox: OpenSandbox) -> None:
+    """Issue 54: denied reads, writes, commands and sockets left no trace (status graded, 91 points). Each worker
+    counts what the student's own code tried beyond what it owns (not a library's own files, not its work dir), and
+    the sandbox adds the workers' counts up."""
+    sb = open_sandbox("attempts")
+    assert sb.start().status == "ok"
+    assert sb.attempts == {"reads": 3, "writes": 2, "commands": 2, "connections": 1}
+    reply = call(sb, "causal_self_attention", *head_inputs())
+    assert reply.status == "ok"
+    assert sb.attempts["reads"] == 4
+    sb.close()  # the session's pool has one slot
+    honest = open_sandbox("good")
+    assert honest.start().status == "ok" and call(honest, "causal_self_attention", *head_inputs()).status == "ok"
+    assert honest.attempts == {"reads": 0, "writes": 0, "commands": 0, "connections": 0}
+    honest.close()
+
+
+def test_the_grade_carries_the_attempts(rubric: Rubric, pool: WorkerPool) -> None:
+    """result.json's attempts: the grader adds up its workers' counts (the class overview flags them)."""
+    result = grade(HOSTILE / "attempts", rubric, only=["interface"], pool=pool, visuals=False)
+    assert (result.attempts.reads, result.attempts.writes, result.attempts.commands) >= (4, 2, 2)
+    said = result.attempts.words()  # one read in every call of the head, three at import
+    rest = "2 writes outside its work dir, 2 commands run, 1 network connection"
+    assert said == f"{result.attempts.reads} reads outside its folder, {rest}"
+    assert grade(HOSTILE / "good", rubric, only=["interface"], pool=pool, visuals=False).attempts.total == 0
