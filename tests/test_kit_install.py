@@ -80,11 +80,14 @@ class Kit:
     grade: Path
 
 
+KIT_URL = "https://course.example/step4/"  # where the walk's instructor publishes the kit (grade student-kit --url)
+
+
 def install_kit(tmp: Path, *extra: str) -> Kit:
-    """Build the kit into ``tmp/kit`` and install it, after this torch (the CPU build) and with ``extra``
-    packages, into a fresh venv ``tmp/venv``, as a student does from the kit's INSTALL.md."""
+    """Build the kit into ``tmp/kit`` (published at ``KIT_URL``) and install it, after this torch (the CPU build)
+    and with ``extra`` packages, into a fresh venv ``tmp/venv``, as a student does from the kit's INSTALL.md."""
     out = tmp / "kit"
-    assert main(["student-kit", "--out", str(out)]) == 0
+    assert main(["student-kit", "--out", str(out), "--url", KIT_URL]) == 0
     [wheel] = out.glob("*.whl")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", venv], tmp)
