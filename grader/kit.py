@@ -100,6 +100,14 @@ def kit_rubric(text: str) -> str:
         if keep and not (section == "[mistakes]" and price and price.group(1) in library):
             out.append(line)
     result = "".join(out)
+    points = {cid: data["checks"][cid].get("points", 0) for cid in sorted(hidden)}
+    shown = {cid: p for cid, p in points.items() if not data["checks"][cid].get("extra_credit")}
+    if shown:  # their points stay in the kit's total, pending (issue 53.1)
+        result = (
+            result.rstrip("\n")
+            + "\n\n# The instructor's hidden checks: graded on submission, pending here.\n[pending]\n"
+        )
+        result += "".join(f"{cid} = {p}\n" for cid, p in shown.items())
     parsed = tomllib.loads(result)
     left = set(parsed.get("checks", {}))
     assert not left & hidden, f"hidden checks left in the kit's rubric: {sorted(left & hidden)}"

@@ -80,6 +80,12 @@ class Rubric(_Strict):
         default="extra_credit", description="How the CUDA part of fused-kernel checking counts."
     )
     checks: dict[str, CheckRubric] = Field(description="Per-check points and visibility, in report order.")
+    pending: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default={},
+        description="Checks this edition does not run, with their points: the student kit's rubric lists the "
+        "instructor's hidden checks here (grader/kit.py), graded on submission. Each is shown as pending, its points "
+        "in the total and never in the score.",
+    )
     mistakes: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default={},
         description="Prices of root causes (diagnosis ids) that override their defaults when the grade counts "

@@ -66,7 +66,7 @@ Reproduce = Callable[[str, int], str]  # (check id, seed) -> the line that rerun
 def validate_ids(rubric: Rubric, path: Path | None = None, oracle: Oracle | None = None) -> None:
     """Every check the rubric names must exist, and every cause it prices (``oracle``'s edition's causes)."""
     where = path or bundled("rubrics") / "step4.toml"
-    unknown = [cid for cid in rubric.checks if cid not in CHECKS]
+    unknown = [cid for cid in [*rubric.checks, *rubric.pending] if cid not in CHECKS]
     if unknown:
         raise RubricError(f"{where}: checks.{unknown[0]}: no such check (known: {', '.join(CHECKS)})")
     causes = cause_ids(oracle)
@@ -169,6 +169,7 @@ def grade(
 
             results = _run_checks(selected, run, sandbox, head, parallel=parallel, meanwhile=reference_side)
             results = [uncovered(r, results) if r.id == "student_tests" else r for r in results]
+            results += [hidden_pending(cid, points, seed) for cid, points in rubric.pending.items() if not only]
             mark("checks done")
             exam = _examine(results, head, ref, rubric, seed)
             mark("diagnosis done")
@@ -219,6 +220,28 @@ def grade(
         duration_s=round(time.perf_counter() - started, 3),
         notes=sub.notes + ([KIT_NOTE] if ref.edition == "student" else []),
         visuals=pictures,
+    )
+
+
+HIDDEN_PENDING = (
+    "{cid} is one of the instructor's hidden checks: it is graded when you submit, and only its outcome is shown then."
+)
+
+
+def hidden_pending(cid: str, points: float, seed: int) -> CheckResult:
+    """A check this edition does not run (the kit's rubric's ``pending``: a hidden check), as a pending result."""
+    spec = CHECKS[cid]
+    return CheckResult(
+        id=cid,
+        title=spec.title,
+        cites=spec.cites,
+        status="skipped",
+        score=0.0,
+        max_score=points,
+        message="Not run here: graded on submission.",
+        seed=seed,
+        duration_s=0.0,
+        pending=HIDDEN_PENDING.format(cid=cid),
     )
 
 

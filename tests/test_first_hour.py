@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from test_browser import CHROMIUM, chromium, console_messages
-from test_kit_install import Kit, _env, _run, install_kit
+from test_kit_install import KIT_URL, Kit, _env, _run, install_kit
 from test_notebook_check import _kernel_manager, kernel_specs
 from test_watch import WatchProcess
 
@@ -99,12 +99,13 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Kit:
 
 
 @pytest.fixture
-def student(tmp_path: Path) -> Path:
-    """The student's folder: the template as handed out (the head's stubs and the starter tests)."""
+def student(kit: Kit, tmp_path: Path) -> Path:
+    """The student's folder: the template as handed out, written by the kit's ``grade init step4`` (issue 53.11)."""
+    done = _run([kit.grade, "init", "step4"], tmp_path, check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
     folder = tmp_path / "step4"
-    folder.mkdir()
     for name in ("attention_head.py", "test_attention_head.py", "README.md"):
-        shutil.copyfile(TEMPLATE / name, folder / name)
+        assert (folder / name).read_bytes() == (TEMPLATE / name).read_bytes(), name
     return folder
 
 
@@ -136,9 +137,24 @@ def cause_of(lines: list[str], title: str) -> str:
 
 HEADS = {
     "template": (TEMPLATE / "attention_head.py").read_text(encoding="utf-8"),
+    "solved": REFERENCE,
     "by_d": BY_D,
     "d_k_from_x": D_K_FROM_X,
 }
+# Issue 53.2: a test of the student's in tests/ that asserts more than any check covers (beside a solved head)
+OWN_PROPERTY = '''
+import torch
+from attention_head import causal_self_attention
+
+
+def test_first_weight_is_half():
+    """My reading of Definition 4.1: row 1 gives its first key weight one half."""
+    g = torch.Generator().manual_seed(0)
+    shapes = ((1, 3, 4), (4, 3), (4, 3), (4, 2))
+    X, W_Q, W_K, W_V = (torch.randn(*s, generator=g, dtype=torch.float64) for s in shapes)
+    _, weights = causal_self_attention(X, W_Q, W_K, W_V)
+    assert weights[0, 1, 0] == 0.5
+'''
 
 
 @pytest.fixture(scope="module")
@@ -168,13 +184,39 @@ def stub_causes(lines: list[str]) -> dict[str, str]:
     return by_function
 
 
+PENDING = "Pending, 9 points: student_tests is graded when you submit: your tests are run on a correct head"
+
+
+@pytest.mark.slow
+@linux
+def test_the_first_commands(kit: Kit, tmp_path: Path) -> None:
+    """Issue 53.11: the kit's INSTALL.md gives every OS its venv and says where the template comes from;
+    ``grade --version`` names the kit; ``grade init`` wrote the CI workflow with the kit's address filled in (the
+    instructor's ``--url``); a check id typed with a hyphen is refused with the one meant."""
+    note = (kit.out / "INSTALL.md").read_text(encoding="utf-8")
+    assert "source .venv/bin/activate" in note and ".venv\\Scripts\\activate" in note and "grade init step4" in note
+    assert f"{KIT_URL}{kit.wheel.name}" in note
+    version = _run([kit.grade, "--version"], tmp_path)
+    assert version.stdout.startswith("grade ") and "step4-grader-student, the student kit" in version.stdout
+    assert _run([kit.grade, "init", "step4"], tmp_path).returncode == 0
+    workflow = (tmp_path / "step4" / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
+    assert f'STUDENT_KIT_URL: "{KIT_URL}{kit.wheel.name}"' in workflow and "YOUR-COURSE" not in workflow
+    typo = _run([kit.grade, "attention_head.py", "--only", "causal-mask"], tmp_path / "step4", check=False)
+    assert typo.returncode == 2 and "did you mean causal_mask?" in " ".join(typo.stderr.split()), typo.stderr
+
+
 @pytest.mark.slow
 @linux
 def test_the_template_as_handed_out(graded: Callable[[str], tuple[Path, list[str]]]) -> None:
-    """Each required function's stub is one cause, in the template's words; the score is 0."""
+    """Each required function's stub is one cause, in the template's words; the score is 0 of the course's 100, the
+    student's tests' points pending (issue 53.1), and the starter test failing on the stubs is FAILED (53.9)."""
     _, lines = graded("template")
     assert lines[0] == f"Project Step 4: causal self-attention head: attention_head.py (seed {SEED})"
-    assert re.fullmatch(r"Score: 0 / \d+ \(0\.0%\) — \d+ error, \d+ skipped", lines[-1]), lines[-1]
+    score = r"Score: 0 / 100 \(0\.0%\); 9 points pending — 1 failed, \d+ error, \d+ skipped"
+    assert re.fullmatch(score, lines[-1]), lines[-1]
+    assert any(line.startswith(PENDING) for line in lines[-6:]), lines[-6:]
+    assert any(re.match(r"✗ FAILED  student_tests +pending / 9 Exercise 2", line) for line in lines)
+    assert any("Reproduce: pytest test_attention_head.py::test_rows_are_probability_vectors" in ln for ln in lines)
     for function, text in stub_causes(lines).items():
         assert f"This is the template's stub: implement `{function}` and these checks will run." in text
         assert f"NotImplementedError: {function}: " in text
@@ -219,6 +261,66 @@ def test_the_students_tests_are_counted_as_pytest_counts_them(
     said = re.search(r"Your tests pass on your own head: (\d+) passed", text)
     assert said is not None, text
     assert int(said.group(1)) == _own_tests_passed(kit, folder), said.group(0)
+
+
+@pytest.mark.slow
+@linux
+def test_a_solved_head_and_its_pending_points(graded: Callable[[str], tuple[Path, list[str]]]) -> None:
+    """Issue 53.1: a solved head with the starter tests scores out of the course's 100, student_tests's 9 points
+    pending with their reason; the tests ran on the head and on mutations of it, the survivors named by line."""
+    _, lines = graded("solved")
+    assert lines[-1] == "Score: 97 / 100 (97.0%), including 6 extra credit; 9 points pending — 21 passed, 1 skipped"
+    assert any(line.startswith(PENDING) for line in lines)
+    text = " ".join(" ".join(lines).split())
+    assert "Your tests pass on your own head: 1 passed, 7 skipped." in text
+    assert "Mutation testing: your tests catch 5 of 8 mutations of your head" in text
+    assert f"- attention_head.py:{line_of(REFERENCE, 'if causal:')}: causal -> not causal" in text
+
+
+@pytest.mark.slow
+@linux
+def test_a_test_asserting_what_no_check_covers(kit: Kit, tmp_path: Path) -> None:
+    """Issue 53.2: a solved head and a test of the student's, in tests/, that fails on it: every check passes, so
+    the kit says the test asserts a property no check covers, in the test's own words, named as pytest names it
+    (53.9), with a pytest command to rerun it."""
+    folder = tmp_path / "step4"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "attention_head.py").write_text(REFERENCE, encoding="utf-8")
+    (folder / "tests" / "test_mine.py").write_text(OWN_PROPERTY, encoding="utf-8")
+    lines = grade(kit, folder, "attention_head.py")
+    text = " ".join(" ".join(lines).split())
+    assert "Your test tests/test_mine.py::test_first_weight_is_half fails on your own head (1 failed)" in text
+    assert (
+        "Every check of the grader passes on your head, so tests/test_mine.py::test_first_weight_is_half asserts a "
+        "property no check covers (My reading of Definition 4.1: row 1 gives its first key weight one half)." in text
+    )
+    assert "either the head or the test is wrong" not in text
+    assert "Reproduce: pytest tests/test_mine.py::test_first_weight_is_half" in text
+    score = "Score: 97 / 100 (97.0%), including 6 extra credit; 9 points pending — 20 passed, 1 failed, 1 skipped"
+    assert lines[-1] == score, lines[-1]
+
+
+@pytest.mark.slow
+@linux
+def test_the_memory_cap_and_the_output_are_said_in_the_terminal(kit: Kit, tmp_path: Path) -> None:
+    """Issue 53.7: a head that prints and allocates 8 GiB: the terminal says the cap it met and that its output was
+    captured, how much and where to read it (the report this run wrote)."""
+    folder = tmp_path / "step4"
+    folder.mkdir()
+    hog = "    print('shape', X.shape)\n    big = torch.ones(8 << 30, dtype=torch.uint8)  # 8 GiB\n    T = X.shape[1]\n"
+    (folder / "attention_head.py").write_text(REFERENCE.replace("    T = X.shape[1]\n", hog, 1), encoding="utf-8")
+    lines = grade(kit, folder, "attention_head.py", "--only", "interface", "--html", "report.html")
+    text = " ".join(" ".join(lines).split())
+    assert (
+        "Memory cap hit: your code tried to allocate 8 GiB, and a submission may use at most 2048 MiB (the rubric's "
+        "limits.memory_mb), so the allocation failed" in text
+    )
+    said = (
+        r"Output captured: your code printed [\d.]+ (bytes|KiB) while being graded, not shown here "
+        r"\(read it in report\.html\)"
+    )
+    assert re.search(said, text), text
+    assert "With this change" not in text and lines[-1].startswith("Score: 0 / 5 ")
 
 
 @pytest.mark.slow
@@ -269,11 +371,16 @@ def test_watch_with_one_save(kit: Kit, student: Path) -> None:
     the line on what changed; Ctrl-C ends it with status 0 and nothing left running."""
     module = student / "attention_head.py"
     module.write_text(BY_D, encoding="utf-8")
+    (student / "tests").mkdir()
+    (student / "tests" / "test_more.py").write_text(OWN_PROPERTY.replace("== 0.5", ">= 0"), encoding="utf-8")
     watch = WatchProcess(Path("attention_head.py"), student / "watch.json", [kit.grade], cwd=student, env=_env())
     try:
         [first] = watch.wait_blocks(1)
         module.write_text(REFERENCE, encoding="utf-8")
         second = watch.wait_blocks(2)[1]
+        # issue 53.6: a save in tests/ beside the file regrades, and the newly failing test is the change
+        (student / "tests" / "test_more.py").write_text(OWN_PROPERTY, encoding="utf-8")
+        third = watch.wait_blocks(3)[2]
         assert watch.interrupt() == 0, "\n".join(watch.err)
         assert watch.survivors() == []
     finally:
@@ -286,6 +393,10 @@ def test_watch_with_one_save(kit: Kit, student: Path) -> None:
     assert re.search(r"\bscore_scaling\b[\w, ]*: failed -> passed", second[-1]), second[-1]
     before, after = (float(b[-2].split()[1]) for b in (first, second))
     assert after > before and f"score {before:g} -> {after:g}" in second[-1], second[-1]
+    assert third[-1] == (
+        f"Since the last run: student_tests: passed -> failed (tests/test_more.py::test_first_weight_is_half now "
+        f"fails); score {after:g} -> {after:g}"
+    ), third[-1]
     assert json.loads((student / "watch.json").read_text(encoding="utf-8"))["score"] == after
 
 

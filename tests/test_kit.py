@@ -91,6 +91,12 @@ def test_the_kits_rubric_has_no_hidden_checks(tmp_path: Path) -> None:
         "determinism",
     }
     assert kit_rubric(cut) == cut  # nothing hidden: unchanged
+    # issue 53.1: their points stay in the kit's total, pending, with why
+    from grader.runner import hidden_pending
+
+    assert load_rubric(tmp_path / "kit.toml").pending == {"gaussian_qk": 4, "determinism": 3}
+    shown = hidden_pending("gaussian_qk", 4, 1)
+    assert shown.max_score == 4 and shown.score == 0 and shown.pending and "hidden checks" in shown.pending
 
 
 def test_the_kits_rubric_keeps_every_price_of_a_cause_the_kit_names() -> None:
@@ -110,7 +116,7 @@ def test_the_kits_rubric_keeps_every_price_of_a_cause_the_kit_names() -> None:
 def test_the_kit_gives_a_correct_head_full_marks(kit: SnapshotOracle, rubric: Rubric, pool: WorkerPool) -> None:
     """Every check the kit grades passes; the score is out of the course's total, student_tests's points shown as
     pending with their reason (issue 53.1), and the tests ran on the head and on mutations of it."""
-    from grader.report import wording
+    from grader.report import render_html, wording
 
     result = grade(reference_path().parent, rubric, pool=pool, oracle=kit)
     counted = [c for c in result.checks if c.max_score > 0 and not c.extra_credit and c.pending is None]
@@ -131,6 +137,8 @@ def test_the_kit_gives_a_correct_head_full_marks(kit: SnapshotOracle, rubric: Ru
     assert "9 points pending" in line
     said = wording.pending_line(result)
     assert said is not None and said.startswith("Pending, 9 points: student_tests is graded when you submit"), said
+    page = render_html(result)  # the report shows the pending points and what the mutants found
+    assert "9 pending" in page and "Pending, 9 points" in page and "Mutation testing: your tests catch" in page
     assert any("student kit" in n for n in result.notes)
     match = next(c for c in result.checks if c.id == "reference_match")
     assert any("another seed moves only the property checks" in n for n in match.notes)
@@ -181,7 +189,8 @@ def test_the_kit_agrees_with_the_instructors_grader(
     folder = write_head(source)
     full = grade(folder, rubric, pool=pool, oracle=live, visuals=False, parallel=False)
     ours = grade(folder, kit_rules, pool=pool, oracle=kit, visuals=False, parallel=False)
-    assert {c.id for c in ours.checks if c.max_score > 0} == {c.id for c in full.checks} - {"student_tests"}
+    graded_here = {c.id for c in ours.checks if c.max_score > 0 and c.pending is None}  # student_tests: pending
+    assert graded_here == {c.id for c in full.checks} - {"student_tests"}
     assert differences(full, ours) == [], name
 
 

@@ -80,11 +80,14 @@ class Kit:
     grade: Path
 
 
+KIT_URL = "https://course.example/step4/"  # where the walk's instructor publishes the kit (grade student-kit --url)
+
+
 def install_kit(tmp: Path, *extra: str) -> Kit:
-    """Build the kit into ``tmp/kit`` and install it, after this torch (the CPU build) and with ``extra``
-    packages, into a fresh venv ``tmp/venv``, as a student does from the kit's INSTALL.md."""
+    """Build the kit into ``tmp/kit`` (published at ``KIT_URL``) and install it, after this torch (the CPU build)
+    and with ``extra`` packages, into a fresh venv ``tmp/venv``, as a student does from the kit's INSTALL.md."""
     out = tmp / "kit"
-    assert main(["student-kit", "--out", str(out)]) == 0
+    assert main(["student-kit", "--out", str(out), "--url", KIT_URL]) == 0
     [wheel] = out.glob("*.whl")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", venv], tmp)
@@ -134,7 +137,8 @@ def test_the_kit_installs_holds_no_solution_and_grades_a_correct_head(tmp_path: 
     assert graded and all(c["status"] == "passed" for c in graded.values()), {
         k: c["message"] for k, c in graded.items() if c["status"] != "passed"
     }
-    assert result["score"] >= result["max_score"] > 0
+    pending = sum(c["max_score"] for c in result["checks"] if c["pending"] and not c["extra_credit"])
+    assert pending == 9 and result["score"] >= result["max_score"] - pending > 0  # issue 53.1: out of the course's
     tests = next(c for c in result["checks"] if c["id"] == "student_tests")
     assert tests["pending"] and tests["max_score"] == 9 and "pass on your own head" in tests["message"]
 

@@ -1066,7 +1066,7 @@ def uncovered(check: CheckResult, others: list[CheckResult]) -> CheckResult:
         return check
     graded = [c for c in others if c.id != check.id and c.pending is None and c.max_score > 0 and not c.extra_credit]
     if graded and all(c.status == "passed" for c in graded):
-        asserts = f" ({own.asserts})" if own.asserts else ""
+        asserts = f" ({own.asserts.rstrip('.')})" if own.asserts else ""
         said = (
             f"Every check of the grader passes on your head, so {own.failing[0]} asserts a property no check "
             f"covers{asserts}. Check it against the lecture result it cites: on submission your tests must pass on a "
