@@ -76,7 +76,8 @@ def test_a_kernel_history_is_graded_as_a_notebook_of_those_cells(tmp_path: Path)
         == "Graded the cells this kernel ran, in the order it ran them (In [1] to In [6]), on their definitions."
     )
     assert "Not run by the grader, which needs only your definitions: In [2] and In [6]." in notes
-    assert any(n.startswith("From In [1], In [3] and In [5] only what your definitions need was kept") for n in notes)
+    # In [5] is the reference whole: only its docstring is not run, which is no statement (issue 53, point 12)
+    assert any(n.startswith("From In [1] and In [3] only what your definitions need was kept") for n in notes)
     assert "In [4] was left out: it is not valid Python (line 1: invalid syntax)." in notes
     assert not any("markdown" in n for n in notes)  # a history has no cells of a file to count
     assert "# ---- cell 5 ----" in source and "matplotlib" not in source and "check" not in source
