@@ -74,6 +74,10 @@ _PASSED_VARIABLES = (
     "PROCESSOR_ARCHITECTURE",
     "PROCESSOR_IDENTIFIER",
     "KMP_AFFINITY",  # Wine's OpenMP needs it (see shared/windows); harmless on Windows
+    # oneDNN's instruction-set cap: Wine 8 does not enable AMX's tile state, so on such a CPU torch's JIT kernels die of
+    # an illegal instruction unless it is capped (the Windows tier sets it; README, "On Windows"); no secret in it
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
 )
 
 
