@@ -1,6 +1,6 @@
 """Findings are data (issue 51): no module recognises another's finding, cause or check by reading its words.
 
-The grader's sentences (a check's message and notes, a cause's title, hint and detail, a departure's description)
+The grader's sentences (a check's message and notes, a cause's title, hint and detail, a departure's description and a finding's words)
 are made for people, from fields. A consumer that needs a fact reads the field (``CheckResult.stopped``,
 ``.unobserved``, ``.mismatch``, ``.found_at``; a finding's kind and numbers), never the sentence: a test on the
 words breaks silently the day they are reworded. This test walks the grader's source and fails on a regular
@@ -14,7 +14,7 @@ import ast
 from pathlib import Path
 
 GRADER = Path(__file__).resolve().parents[1] / "grader"
-TEXTS = frozenset({"message", "title", "hint", "detail", "description", "notes", "cites", "scoring_note"})
+TEXTS = frozenset({"message", "title", "hint", "detail", "description", "words", "notes", "cites", "scoring_note"})
 TESTS = frozenset({"startswith", "endswith", "removeprefix", "removesuffix", "find", "rfind", "index", "count"})
 REGEX = frozenset({"search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
 
