@@ -3,7 +3,6 @@ place, and the catalog's cause it names is a lookup on those fields, never a pat
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 

@@ -1,11 +1,11 @@
 """Findings are data (issue 51): no module recognises another's finding, cause or check by reading its words.
 
-The grader's sentences (a check's message and notes, a cause's title, hint and detail, a departure's description and a finding's words)
-are made for people, from fields. A consumer that needs a fact reads the field (``CheckResult.stopped``,
-``.unobserved``, ``.mismatch``, ``.found_at``; a finding's kind and numbers), never the sentence: a test on the
-words breaks silently the day they are reworded. This test walks the grader's source and fails on a regular
-expression, a substring test or a prefix test over one of those texts. Rendering them (printing a message line by
-line) is what views do and is not a test of their words.
+The grader's sentences (a check's message and notes, a cause's title, hint and detail, a departure's description,
+a finding's words) are made for people, from fields. A consumer that needs a fact reads the field
+(``CheckResult.stopped``, ``.unobserved``, ``.mismatch``, ``.found_at``; a finding's kind and numbers), never the
+sentence: a test on the words breaks silently the day they are reworded. This test walks the grader's source and
+fails on a regular expression, a substring test or a prefix test over one of those texts. Rendering them (printing a
+message line by line) is what views do and is not a test of their words.
 """
 
 from __future__ import annotations
