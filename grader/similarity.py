@@ -58,6 +58,7 @@ WIDE = 10  # MOSS's default -m: a passage in more than 10 submissions (or 5% of 
 WIDE_SHARE = 0.05  # ... whoever holds it, so it is no sign of copying when copies are looked for
 COPY_SHARE = 0.9  # copies: each of two has at least 90% of its own code in passages the other shares ...
 COPY_MIN = 60  # ... and at least 60 normalised characters of it (more than one shortest match, ~2 lines)
+COPY_ROUNDS = 4  # copies sought again with the copies found counted once as holders, until none is added
 FLOOR_Z = 1.0  # pairs listed in the CSV: evidence of at least one robust deviation above the median
 BINS = 20
 RARE_SHARE = 0.05  # a cause held by at most 5% of the class (and never fewer than 3 heads) is rare
@@ -164,8 +165,14 @@ def _run_pass(
     for sid, fp in prints.items():
         for h in fp.hashes:
             holders.setdefault(h, []).append(sid)
-    copies = _copies(prints, holders, wide)
-    unit = _units([c.id for c in codes], copies)
+    ids = [c.id for c in codes]
+    unit = _same_code(prints)
+    for _ in range(COPY_ROUNDS):  # copies found count once as holders, which may find more copies
+        copies = _copies(prints, holders, wide, unit)
+        linked = _units(ids, copies, start=unit)
+        if linked == unit:
+            break
+        unit = linked
     frequent = {h for h, ids in holders.items() if len({unit[i] for i in ids}) > common}
     for fp in prints.values():
         _drop(cd, fp, frequent)
@@ -186,11 +193,21 @@ def _covered(fp: Any, hashes: Iterable[int]) -> Any:
     return (np.cumsum(marks) > 0)[: len(fp.filtered_code)]
 
 
-def _copies(prints: dict[str, Any], holders: dict[int, list[str]], wide: int) -> list[tuple[str, str, float]]:
+def _same_code(prints: dict[str, Any]) -> dict[str, str]:
+    """Each submission's first (by id) among those whose code is the same once names and comments are set
+    aside: renamed, recommented copies of one code, which are one holder of any passage."""
+    first: dict[str, str] = {}
+    return {sid: first.setdefault(fp.filtered_code, sid) for sid, fp in sorted(prints.items())}
+
+
+def _copies(
+    prints: dict[str, Any], holders: dict[int, list[str]], wide: int, unit: dict[str, str]
+) -> list[tuple[str, str, float]]:
     """The pairs that are copies of one code: each has at least COPY_SHARE of its own code (what is left once
-    the passages more than ``wide`` submissions hold are set aside) in passages the other shares, and
-    COPY_MIN characters of it. A ring's own passages are in exactly its members, however many they are."""
-    widely = {h for h, ids in holders.items() if len(ids) > wide}
+    the passages more than ``wide`` independent submissions hold are set aside: the copies of one code known so
+    far, ``unit``, count once) in passages the other shares, and COPY_MIN characters of it. A ring's own
+    passages are in its members, however many they are, and in few others."""
+    widely = {h for h, ids in holders.items() if len({unit[i] for i in ids}) > wide}
     own = {sid: _covered(fp, fp.hashes) & ~_covered(fp, fp.hashes & widely) for sid, fp in prints.items()}
     rare = {sid: fp.hashes - widely for sid, fp in prints.items()}
     shared: dict[tuple[str, str], int] = Counter()
@@ -213,9 +230,14 @@ def _copies(prints: dict[str, Any], holders: dict[int, list[str]], wide: int) ->
     return out
 
 
-def _units(ids: Sequence[str], links: Iterable[tuple[str, str, float]]) -> dict[str, str]:
-    """Each submission's group of copies (linked by ``links``), named by its first member."""
+def _units(
+    ids: Sequence[str], links: Iterable[tuple[str, str, float]], start: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Each submission's group of copies (linked by ``links``, and by ``start``: each id to its unit's first
+    member), named by its first member."""
     parent = {i: i for i in ids}
+    if start:
+        parent.update({i: min(i, start[i]) for i in ids})
 
     def root(i: str) -> str:
         while parent[i] != i:
@@ -503,6 +525,7 @@ def read_class(
     """Each submission's own code (prepared as the grader prepares it: nothing runs), the stored results
     of OUT, and notes on what could not be read."""
     from grader.batch import BATCH_STATE, STATE_FILE, discover, fingerprint, locate
+    from grader.entries import LayoutError
     from grader.submission import SubmissionError, contract_names, prepare
 
     out = Path(out)
@@ -520,7 +543,7 @@ def read_class(
     module = module or rubric.entry_points.module
     try:
         entries, notes = discover(submissions, exclude=out)
-    except NotADirectoryError as exc:
+    except (NotADirectoryError, LayoutError) as exc:  # a usage error, said as grade batch says it
         raise SimilarityError(str(exc)) from None
     codes: list[Code] = []
     results: dict[str, GradeResult] = {}

@@ -180,6 +180,21 @@ def test_a_ring_of_five_renamed_copies_is_one_group_and_every_pair_is_flagged(ri
     assert len(inside) == 10 and all(p.flagged and p.copies and p.group == 1 for p in inside)
 
 
+def test_a_ring_of_ten_copies_of_a_short_head_others_partly_share_is_one_group() -> None:
+    """Issue 54.2: ten renamed copies of a short head (tests/similarity/classes.py, held-out class 1001, since
+    tuned on) whose lines one to four other heads also hold: each passage was in 11 to 14 submissions, more
+    than the 10 that make a passage the class's, so the head's own code was 29 characters, too little to call
+    them copies, and the ring was missed (0 of its 45 pairs). Copies of one code are one holder of a passage."""
+    from similarity.classes import build_class as build
+
+    cls = build(60, ring=10, seed=1001, held_out=True)
+    report = compare_class([Code(h.id, h.text) for h in cls.heads], {}, course=boilerplate_sources())
+    ring = sorted(cls.rings[0])
+    assert [g.members for g in report.groups] == [ring]
+    flagged = [(p.a, p.b) for p in report.pairs if p.flagged]
+    assert len(flagged) == 45 and all({a, b} <= set(ring) for a, b in flagged)
+
+
 def test_short_heads_and_skeleton_followers_are_not_flagged(ring_class) -> None:
     """Issue 54.3: two short heads of 5 to 9 lines that share a few of them, and students filling one public
     skeleton, were flagged; the skeleton is learned from the class (more than two independent submissions
@@ -286,6 +301,27 @@ def test_gradescope_export_is_read_with_its_ids(tmp_path: Path) -> None:
     out.mkdir()
     report = write_similarity(out, tmp_path)
     assert {report.pairs[0].a, report.pairs[0].b} == {"101", "102"} and report.pairs[0].flagged
+
+
+def test_an_export_beside_other_entries_is_a_usage_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 54.1: grade batch refuses a Gradescope export beside other entries (exit 2); grade similarity on the
+    same folder printed the LayoutError's traceback. It says the same words and exits 2."""
+    subs = tmp_path / "class"
+    export = subs / "assignment_1_export"
+    export.mkdir(parents=True)
+    (export / "submission_metadata.yml").write_text("---\nsubmission_1:\n  :submitters:\n  - :sid: '101'\n")
+    (export / "submission_1").mkdir()
+    shutil.copy(REALISTIC / f"{ORIGINAL}.py", export / "submission_1" / "attention_head.py")
+    (subs / "u1001").mkdir()
+    shutil.copy(PLANTED / "planted_copy_2.py", subs / "u1001" / "attention_head.py")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["similarity", str(out), "--submissions", str(subs)]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert "Gradescope export" in captured.err
 
 
 def test_course_notebook_given_as_boilerplate_is_nobodys(tmp_path: Path) -> None:
