@@ -15,7 +15,11 @@ import re
 import tomllib
 from pathlib import Path
 
+import pydantic
+import pytest
+
 import grader.diagnosis
+from grader.diagnosis import _causes
 from grader.diagnosis._causes import PATTERN, table
 from grader.diagnosis._mutations import FITTED, MUTATIONS
 from grader.diagnosis._naming import LEAKY
@@ -104,3 +108,67 @@ def test_the_readme_names_only_defined_kinds() -> None:
                      for p in (REPO / d).rglob("*.py"))  # fmt: skip
     names = set(re.findall(r"[A-Za-z_]\w*", code)) | {"in_proj"}  # and torch's own (MultiheadAttention's in_proj)
     assert {w for w in words if not defined(w) and w not in CHECKS and w not in names} == set()
+
+
+# ---- what is derived from the registry (issue 51 point 3): each constant is what causes.toml says -----------
+
+# the error model as it was written in code before it was derived (the search's order within a slot may matter)
+WRITTEN_MUTATIONS = {
+    "scale": ("no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_by_sqrt_dv",
+              "scale_times_sqrt_dk", "scale_constant"),
+    "switch": ("causal_flag_ignored",),
+    "mask": ("no_mask", "mask_transposed", "mask_excludes_diagonal", "mask_leaks_by_one", "mask_inverted",
+             "mask_value_derived", "mask_after_softmax_no_renorm", "mask_after_softmax_renorm"),
+    "fill": ("weak_mask_constant", "weak_mask_fill"),
+    "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
+    "dtype": ("softmax_in_float32", "scale_in_float32"),
+    "randomness": ("dropout_left_on",),
+    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection", "scores_returned"),
+    "values": ("no_value_projection",),
+}  # fmt: skip
+WRITTEN_FITTED = {
+    "scale_constant": "scale", "weak_mask_constant": "mask", "weak_mask_fill": "mask", "dropout_left_on": "p",
+    "scale_in_float32": "divides",
+}  # fmt: skip
+
+
+def test_the_error_model_is_derived_from_the_registry_and_equals_what_the_code_said() -> None:
+    from grader.diagnosis._mutations import SLOT_OF, SLOTS
+
+    assert list(MUTATIONS) == list(SLOTS) and MUTATIONS == WRITTEN_MUTATIONS  # the same slots, the same order
+    assert {m: slot for slot, ms in WRITTEN_MUTATIONS.items() for m in ms} == SLOT_OF
+    assert FITTED == WRITTEN_FITTED
+    causes = table()
+    assert {cid: c.slot for cid, c in causes.items() if c.slot is not None} == SLOT_OF
+    assert {cid: c.fitted for cid, c in causes.items() if c.fitted is not None} == FITTED
+    assert LEAKY == {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_constant"}
+    assert {c.refines: cid for cid, c in causes.items() if c.refines in FITTED} == LEAKY
+
+
+def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot the error model does not have, a constant fitted without a slot, a slot on a kind that is no
+    mutation, or a refinement of a kind the search never names is refused when causes.toml is read."""
+    from grader.diagnosis._mutations import SLOTS
+
+    text = _causes.TABLE.read_text(encoding="utf-8")
+    bad = {
+        'slot = "scale"\n': 'slot = "scales"\n',  # a slot no code has
+        'slot = "randomness"\nfitted = "p"\n': 'fitted = "p"\n',  # fitted with no slot
+        'refines = "weak_mask_fill"': 'refines = "no_such_kind"',
+        'id = "output_dtype"\nkind = "contract"\n': 'id = "output_dtype"\nkind = "contract"\nslot = "scale"\n',
+    }
+    for k, (old, new) in enumerate(bad.items()):
+        assert old in text, old
+        changed = tmp_path / f"causes{k}.toml"
+        changed.write_text(text.replace(old, new, 1), encoding="utf-8")
+        monkeypatch.setattr(_causes, "TABLE", changed)
+        _causes.table.cache_clear()
+        try:
+            with pytest.raises((AssertionError, pydantic.ValidationError)):
+                _causes.slots(SLOTS)
+        finally:
+            _causes.table.cache_clear()
+    monkeypatch.undo()
+    assert _causes.slots(SLOTS) == MUTATIONS  # the file itself reads

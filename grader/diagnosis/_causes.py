@@ -44,6 +44,13 @@ class Cause(_Strict):
     cap: float | None = Field(default=None, ge=0)  # unpriced: the most it costs, whatever it stopped (issue 30)
     phrases: dict[str, str] = Field(default_factory=dict)
     variants: dict[str, Variant] = Field(default_factory=dict)
+    # the error model (issue 51): the slot of the reference head this mutation changes (``_mutations.SLOTS``; the
+    # search tries a slot's mutations in the file's order), and the name of the constant it fits, where it has one
+    slot: str | None = None
+    fitted: str | None = None
+    # the search's mutation whose values this kind makes too: the search names that one, and this kind takes its
+    # place when its own rule holds (a fitted mask constant too small to mask, for the "leaky" kinds)
+    refines: str | None = None
 
     def words(self, variant: str | None = None, **fields: object) -> tuple[str, str, str]:
         """(title, hint, cites) with ``fields`` filled in (``variant``: one of ``variants``, when it applies)."""
@@ -65,6 +72,13 @@ def table() -> dict[str, Cause]:
     causes = _Table.model_validate(tomllib.loads(TABLE.read_text(encoding="utf-8"))).cause
     out = {c.id: c for c in causes}
     assert len(out) == len(causes), "causes.toml: an id is described twice"
+    for c in causes:
+        assert (c.slot is not None) <= (c.kind == "mutation"), f"causes.toml: {c.id} has a slot but is no mutation"
+        assert (c.fitted is not None) <= (c.slot is not None), f"causes.toml: {c.id} fits a constant but has no slot"
+        refined = out.get(c.refines or "")
+        assert c.refines is None or (refined is not None and refined.slot is not None and c.slot is None), (
+            f"causes.toml: {c.id} refines {c.refines}, which is no mutation of the search (or it has a slot itself)"
+        )
     return out
 
 
@@ -79,6 +93,25 @@ def cause(cid: str) -> Cause:
 def model_cause_ids() -> frozenset[str]:
     """The ids the table names one by one (the families' ids are made per function or check)."""
     return frozenset(cid for cid in table() if not cid.endswith(PATTERN))
+
+
+def slots(order: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Slot -> its mutations, in the file's order, the slots in ``order`` (each one named by some entry)."""
+    out = {slot: tuple(cid for cid, c in table().items() if c.slot == slot) for slot in order}
+    assert all(out.values()), f"causes.toml: a slot of the error model with no mutation: {out}"
+    unknown = {c.slot for c in table().values() if c.slot is not None} - set(order)
+    assert not unknown, f"causes.toml: slots the error model does not have: {unknown}"
+    return out
+
+
+def fitted() -> dict[str, str]:
+    """Mutation -> the name of the constant the search fits for it."""
+    return {cid: c.fitted for cid, c in table().items() if c.fitted is not None}
+
+
+def refined() -> dict[str, str]:
+    """The search's mutation -> the kind that takes its place when its rule holds."""
+    return {c.refines: cid for cid, c in table().items() if c.refines is not None}
 
 
 def caps() -> dict[str, float]:
