@@ -19,7 +19,7 @@ import pydantic
 import pytest
 
 import grader.diagnosis
-from grader.diagnosis import _causes
+from grader.diagnosis import _causes, _finding
 from grader.diagnosis._causes import PATTERN, table
 from grader.diagnosis._mutations import FITTED, MUTATIONS
 from grader.diagnosis._naming import LEAKY
@@ -149,7 +149,8 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slot the error model does not have, a constant fitted without a slot, a slot on a kind that is no
-    mutation, or a refinement of a kind the search never names is refused when causes.toml is read."""
+    mutation, a refinement of a kind the search never names, or a ``seen`` that no finding can hold is refused
+    when causes.toml is read."""
     from grader.diagnosis._mutations import SLOTS
 
     text = _causes.TABLE.read_text(encoding="utf-8")
@@ -158,6 +159,12 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
         'slot = "randomness"\nfitted = "p"\n': 'fitted = "p"\n',  # fitted with no slot
         'refines = "weak_mask_fill"': 'refines = "no_such_kind"',
         'id = "output_dtype"\nkind = "contract"\n': 'id = "output_dtype"\nkind = "contract"\nslot = "scale"\n',
+        # a seen no finding can hold: a kind, a field, a stage, a pattern the walk never makes; a number undigited
+        '{kind = "unscaled"}': '{kind = "unscaled_twice"}',
+        '{kind = "causal_ignored"}': '{kind = "causal_ignored", colour = "red"}',
+        'stage = ["scaled"]': 'stage = ["rescaled"]',
+        'pattern = "late"': 'pattern = "later"',
+        'number = "p", digits = 3': 'number = "p"',
     }
     for k, (old, new) in enumerate(bad.items()):
         assert old in text, old
@@ -165,10 +172,13 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
         changed.write_text(text.replace(old, new, 1), encoding="utf-8")
         monkeypatch.setattr(_causes, "TABLE", changed)
         _causes.table.cache_clear()
+        _finding._seen.cache_clear()
         try:
             with pytest.raises((AssertionError, pydantic.ValidationError)):
                 _causes.slots(SLOTS)
+                _finding._seen()
         finally:
             _causes.table.cache_clear()
+            _finding._seen.cache_clear()
     monkeypatch.undo()
-    assert _causes.slots(SLOTS) == MUTATIONS  # the file itself reads
+    assert _causes.slots(SLOTS) == MUTATIONS and _finding._seen()  # the file itself reads

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TABLE = Path(__file__).with_name("causes.toml")
 PATTERN = ":*"  # an id ending so names a family: "crash:*" describes "crash:causal_self_attention"
@@ -30,6 +30,40 @@ class Variant(_Strict):
 
     title: str | None = None
     hint: str | None = None
+
+
+class Seen(_Strict):
+    """The fields of a departure's finding (``_finding.Finding``) that name a kind: each one given must hold (a
+    ``stage`` list: one of them). ``when``: the context in which it names it (a stage never used, the weights'
+    transpose, float32 from the softmax's input on: what an intervention found); ``noted``: whether the finding
+    carries notes. ``number`` is the field the fitted constant is read from, as said (``digits`` significant)."""
+
+    kind: str
+    when: Literal["never_used", "transposed", "float32"] | None = None
+    stage: tuple[str, ...] | None = None
+    quantity: str | None = None
+    fixed: bool | None = None
+    future: bool | None = None
+    added: bool | None = None
+    instead: str | None = None
+    pattern: str | None = None
+    role: str | None = None
+    source: str | None = None
+    axis: str | None = None
+    alike: bool | None = None
+    noted: bool | None = None
+    number: Literal["fill", "p"] | None = None
+    digits: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _digits_with_number(self) -> Seen:
+        assert (self.number is None) == (self.digits is None), "a fitted number is read with its digits"
+        return self
+
+    def fields(self) -> dict[str, object]:
+        """The finding's fields this entry asks for (``when``, ``stage``, ``noted``, ``number`` and ``digits`` are
+        read otherwise)."""
+        return self.model_dump(exclude_none=True, exclude={"when", "stage", "noted", "number", "digits"})
 
 
 class Cause(_Strict):
@@ -51,6 +85,8 @@ class Cause(_Strict):
     # the search's mutation whose values this kind makes too: the search names that one, and this kind takes its
     # place when its own rule holds (a fitted mask constant too small to mask, for the "leaky" kinds)
     refines: str | None = None
+    # how the walk of the student's computation recognises it: the fields of a finding that name it (issue 51)
+    seen: tuple[Seen, ...] = ()
 
     def words(self, variant: str | None = None, **fields: object) -> tuple[str, str, str]:
         """(title, hint, cites) with ``fields`` filled in (``variant``: one of ``variants``, when it applies)."""
