@@ -73,6 +73,12 @@ from grader.diagnosis._relations import _clamp, _dropout, _factor, _float32, _fu
             ("scale_by_dk", None),
         ),
         (
+            Finding("scaled_by", factor=1 / 6, quantity="1/d_k", d_k=6, rescaled=True),
+            "the scores times 1/d_k = 0.1667 where the lecture scales them by 1/sqrt(d_k) = 0.4082 (Lemma 5.5): this "
+            "line scales scores already scaled by 1/sqrt(d_k), by 0.4082 again",
+            ("scale_applied_twice", None),  # issue 51's worked example: the same values, seen at the second division
+        ),
+        (
             Finding("scaled_by", factor=0.25, quantity="1/sqrt(16)", fixed=True, d_k=6),
             "the scores times 1/sqrt(16) = 0.25, a fixed number (d_k = 6 here) where the lecture scales them by "
             "1/sqrt(d_k) = 0.4082 (Lemma 5.5)",

@@ -43,6 +43,7 @@ class Seen(_Strict):
     stage: tuple[str, ...] | None = None
     quantity: str | None = None
     fixed: bool | None = None
+    rescaled: bool | None = None
     future: bool | None = None
     added: bool | None = None
     instead: str | None = None
@@ -145,9 +146,10 @@ def fitted() -> dict[str, str]:
     return {cid: c.fitted for cid, c in table().items() if c.fitted is not None}
 
 
-def refined() -> dict[str, str]:
-    """The search's mutation -> the kind that takes its place when its rule holds."""
-    return {c.refines: cid for cid, c in table().items() if c.refines is not None}
+def refined(seen: bool = False) -> dict[str, str]:
+    """The search's mutation -> the kind that takes its place when its rule holds: the fit's (a fitted constant
+    too small to mask: the "leaky" kinds), or with ``seen`` the walk's (what its finding at the line shows)."""
+    return {c.refines: cid for cid, c in table().items() if c.refines is not None and bool(c.seen) == seen}
 
 
 def caps() -> dict[str, float]:

@@ -27,7 +27,7 @@ import torch
 
 from grader.diagnosis._finding import Finding, Note
 from grader.diagnosis._mutations import SLOT_OF, Combo, snap
-from grader.diagnosis._relations import _masking, _masking_of, describe, describe_fit
+from grader.diagnosis._relations import _masking, _masking_of, describe, describe_fit, rescaled
 from grader.diagnosis._sites import (
     _flag_site,
     _made_elsewhere,
@@ -194,7 +194,7 @@ def departures(
             found.append(Departure(site, good[site.index], words, stages.get(good[site.index]), explained, causal))
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
-            words = describe(r, due, stages, tensors, causal)
+            words = rescaled(describe(r, due, stages, tensors, causal), r, records, stages)
             swap = (
                 words if words.kind == "substituted" else SUBSTITUTED.get(explained[0]) if len(explained) == 1 else None
             )

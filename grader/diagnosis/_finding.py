@@ -143,6 +143,7 @@ class Finding:
     quantity: str = ""  # scaled_by: what the factor equals ("1/d_k", "1/sqrt(d)", "1/sqrt(16)"), "" when nothing
     fixed: bool = False  # scaled_by: ``quantity`` is a fixed number's square root, not a width's
     d_k: int = 0  # scaled_by: the probe's d_k
+    rescaled: bool = False  # scaled_by: the line scales a value already scaled by 1/sqrt(d_k) (the lecture's stage)
     fill: float | None = None  # fill, future_constant, masked_uncausal: the constant written (or added)
     added: bool = False  # fill: the constant was added to the hidden entries, not written into them
     future: bool = True  # fill: the hidden entries are the future keys (else another pattern's)
@@ -260,9 +261,14 @@ class Finding:
         if k == "unscaled":
             return "the scores Q K^T, never divided by sqrt(d_k) (Lemma 5.5)"
         if k == "scaled_by":
+            again = (
+                f": this line scales scores already scaled by 1/sqrt(d_k), by {self.factor * self.d_k**0.5:.4g} again"
+                if self.rescaled and self.factor is not None
+                else ""
+            )
             return (
                 f"the scores times {self._quantity()} where the lecture scales them by "
-                f"1/sqrt(d_k) = {self.d_k**-0.5:.4g} (Lemma 5.5)"
+                f"1/sqrt(d_k) = {self.d_k**-0.5:.4g} (Lemma 5.5){again}"
             )
         if k == "times":
             return f"{name} times {self.factor:.6g}"
@@ -360,7 +366,9 @@ def _named_by(kind: str, key: Callable[[Seen], Any]) -> dict[Any, str]:
     return {key(seen): cid for cid, seen in _seen() if seen.kind == kind and seen.when is None}
 
 
-SCALES = _named_by("scaled_by", lambda s: s.quantity)  # the scale's quantity -> its kind ("1/d_k": scale_by_dk)
+SCALES = {  # the quantity of a scale applied once -> its kind ("1/d_k": scale_by_dk)
+    q: cid for (q, again), cid in _named_by("scaled_by", lambda s: (s.quantity, s.rescaled)).items() if not again
+}
 PATTERNS = _named_by("hides", lambda s: s.pattern)  # a mask's pattern -> its kind
 PROJECTIONS = _named_by("substituted", lambda s: (s.role, s.source))  # (role, source) -> its kind
 UNUSED = {  # a stage never used -> its kind

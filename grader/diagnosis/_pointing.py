@@ -134,7 +134,21 @@ def _point(
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
         out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed, walked or Walked())
     out = _operand_lines(once, _made_lines(once, _returning_lines(once, out)), probe(length, square))
-    return _one_dtype_choice(out)
+    return _one_dtype_choice(_refined(out))
+
+
+def _refined(causes: list[Diagnosis]) -> list[Diagnosis]:
+    """Each mutation the search named whose line's finding names a kind that refines it (``refines`` in
+    causes.toml: the same values, told apart by what the walk sees, such as the scale applied twice where the
+    search sees the scores divided by d_k), named as that kind: its words, at the same line, explaining the same."""
+    out = []
+    for c in causes:
+        named = _names(_found(c)) if c.kind == "mutation" and c.departure is not None else None
+        if named is not None and named != c.id and cause(named).refines == c.id:
+            title, hint, cites = cause(named).words()
+            c = c.model_copy(update={"id": named, "title": title, "hint": hint, "cites": cites})
+        out.append(c)
+    return out
 
 
 FLOAT32_CAUSES = ("computed_in_float32", "scale_tensor_in_float32")
