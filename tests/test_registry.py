@@ -146,12 +146,53 @@ def test_the_error_model_is_derived_from_the_registry_and_equals_what_the_code_s
     assert {c.refines: cid for cid, c in causes.items() if c.refines in FITTED} == LEAKY
 
 
+# the line rules' ids and the crashes' as the code wrote them before they were derived (membership is all the code
+# asks of the tuples; where the file's order differs from the written one, the sets are compared)
+WRITTEN_LINES = {
+    "TRACED": ("computed_in_float32", "non_finite_outputs", "scale_tensor_in_float32"),
+    "FLOAT32_CAUSES": ("computed_in_float32", "scale_tensor_in_float32"),
+    "FLOAT32_MADE": ("softmax_in_float32", "computed_in_float32"),
+    "RETURNING": ("one_value_breach",),
+    "RETURNED_ONLY": ("weights_transposed", "scores_returned"),
+    "MADE_BY": ("mask_value_derived", "unstable_softmax"),
+    "NON_FINITE": "non_finite_outputs",
+    "GRAPH_CUT": "inputs_cut_from_graph",
+    "LEAVING": {"computed_outside_torch": ("numpy", "tolist"), "no_autograd_graph": ("numpy", "tolist", "detach"),
+                "inplace_input_mutation": ("inplace",)},
+}  # fmt: skip
+WRITTEN_CRASHES = {
+    "SIZE_CRASH": "fixed_size_buffer", "FLAG_CRASH": "branch_crash", "DTYPE_CRASH": "unsupported_dtype",
+    "WIDTH_CRASH": "width_crash",
+}  # fmt: skip
+
+
+def test_the_lines_and_the_crashes_are_derived_from_the_registry_and_equal_what_the_code_said() -> None:
+    from grader.diagnosis import _pointing, _where
+
+    for name, written in WRITTEN_LINES.items():
+        derived = getattr(_pointing, name)
+        same = set(derived) == set(written) if name == "TRACED" else derived == written
+        assert same, (name, derived, written)
+    rules = {
+        "TRACED": "traced", "FLOAT32_CAUSES": "float32_departure", "FLOAT32_MADE": "float32_made",
+        "RETURNING": "returning", "RETURNED_ONLY": "returned_only", "MADE_BY": "made_by", "LEAVING": "leaving",
+    }  # fmt: skip
+    for name, rule in rules.items():  # each constant is what the registry's line says
+        assert set(getattr(_pointing, name)) == {cid for cid, c in table().items() if rule in c.line}, name
+    assert {c.leaves for c in table().values() if c.leaves} == set(_pointing.LEAVING.values())
+    assert {r for c in table().values() for r in c.line} == _pointing.LINE_RULES  # no rule without a kind either
+    for name, cid in WRITTEN_CRASHES.items():
+        assert getattr(_where, name) == cid and table()[cid].varies is not None, name
+    assert {c.varies for c in table().values() if c.varies} == set(_where.VARIED)
+
+
 def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slot the error model does not have, a constant fitted without a slot, a slot on a kind that is no
-    mutation, a refinement of a kind the search never names, or a ``seen`` that no finding can hold is refused
-    when causes.toml is read."""
+    mutation, a refinement of a kind the search never names, a ``seen`` that no finding can hold, a line rule or a
+    leaving op no code has, or a crash varying what no probe varies is refused when causes.toml is read."""
+    from grader.diagnosis import _pointing, _where
     from grader.diagnosis._mutations import SLOTS
 
     text = _causes.TABLE.read_text(encoding="utf-8")
@@ -166,6 +207,11 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
         'stage = ["scaled"]': 'stage = ["rescaled"]',
         'pattern = "late"': 'pattern = "later"',
         'number = "p", digits = 3': 'number = "p"',
+        # a line rule, a leaving op, or a varying input no code has
+        'line = ["made_by"]': 'line = ["made_near"]',
+        'leaves = ["inplace"]': 'leaves = ["inplace", "print"]',
+        'line = ["graph_cut"]': 'line = ["graph_cut"]\nleaves = ["detach"]',
+        'varies = "flag"': 'varies = "seed"',
     }
     for k, (old, new) in enumerate(bad.items()):
         assert old in text, old
@@ -178,8 +224,13 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
             with pytest.raises((AssertionError, pydantic.ValidationError)):
                 _causes.slots(SLOTS)
                 _finding._seen()
+                _pointing._leaves()
+                for rule in _pointing.LINE_RULES:
+                    _causes.lined(rule, _pointing.LINE_RULES)
+                for varied in _where.VARIED:
+                    _causes.varying(varied, _where.VARIED)
         finally:
             _causes.table.cache_clear()
             _finding._seen.cache_clear()
     monkeypatch.undo()
-    assert _causes.slots(SLOTS) == MUTATIONS and _finding._seen()  # the file itself reads
+    assert _causes.slots(SLOTS) == MUTATIONS and _finding._seen() and _pointing._leaves()  # the file itself reads

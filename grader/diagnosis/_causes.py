@@ -88,6 +88,11 @@ class Cause(_Strict):
     refines: str | None = None
     # how the walk of the student's computation recognises it: the fields of a finding that name it (issue 51)
     seen: tuple[Seen, ...] = ()
+    # the line it points at, where the departure the search's model explains does not give it: the rules of
+    # ``_pointing`` that find it (``leaves``: the ops a "leaving" rule looks for, in the order it looks)
+    line: tuple[str, ...] = ()
+    varies: str | None = None  # a crash for some inputs only: what the probes vary (``_where``'s rules)
+    leaves: tuple[str, ...] = ()
 
     def words(self, variant: str | None = None, **fields: object) -> tuple[str, str, str]:
         """(title, hint, cites) with ``fields`` filled in (``variant``: one of ``variants``, when it applies)."""
@@ -112,6 +117,7 @@ def table() -> dict[str, Cause]:
     for c in causes:
         assert (c.slot is not None) <= (c.kind == "mutation"), f"causes.toml: {c.id} has a slot but is no mutation"
         assert (c.fitted is not None) <= (c.slot is not None), f"causes.toml: {c.id} fits a constant but has no slot"
+        assert bool(c.leaves) == ("leaving" in c.line), f"causes.toml: {c.id}'s leaves go with the rule leaving"
         refined = out.get(c.refines or "")
         assert c.refines is None or (refined is not None and refined.slot is not None and c.slot is None), (
             f"causes.toml: {c.id} refines {c.refines}, which is no mutation of the search (or it has a slot itself)"
@@ -150,6 +156,25 @@ def refined(seen: bool = False) -> dict[str, str]:
     """The search's mutation -> the kind that takes its place when its rule holds: the fit's (a fitted constant
     too small to mask: the "leaky" kinds), or with ``seen`` the walk's (what its finding at the line shows)."""
     return {c.refines: cid for cid, c in table().items() if c.refines is not None and bool(c.seen) == seen}
+
+
+def lined(rule: str, known: frozenset[str]) -> tuple[str, ...]:
+    """The kinds whose line ``rule`` finds, in the file's order; every rule the file names must be ``known`` (the
+    rules the code has), and ``rule`` must name some kind."""
+    named = {r for c in table().values() for r in c.line}
+    assert named <= known, f"causes.toml: line rules no code has: {sorted(named - known)}"
+    out = tuple(cid for cid, c in table().items() if rule in c.line)
+    assert rule in known and out, f"causes.toml: no kind's line is found by {rule!r}"
+    return out
+
+
+def varying(what: str, known: tuple[str, ...]) -> str:
+    """The one crash kind that raises for some values of ``what`` only; every ``varies`` the file names must be
+    ``known`` (what the code's probes vary)."""
+    named = {c.varies for c in table().values() if c.varies is not None}
+    assert named <= set(known), f"causes.toml: crashes varying what no probe varies: {sorted(named - set(known))}"
+    [cid] = [cid for cid, c in table().items() if c.varies == what and c.kind == "crash"]
+    return cid
 
 
 def caps() -> dict[str, float]:
