@@ -234,3 +234,14 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
             _finding._seen.cache_clear()
     monkeypatch.undo()
     assert _causes.slots(SLOTS) == MUTATIONS and _finding._seen() and _pointing._leaves()  # the file itself reads
+
+
+def test_what_a_seen_can_ask_is_what_a_finding_holds() -> None:
+    """Each field a ``seen`` may ask for is a field of a finding, each context one the catalog is given."""
+    import typing
+
+    from grader.diagnosis._causes import READ, Seen
+
+    assert set(Seen.model_fields) - READ <= _finding.FIELDS
+    when = typing.get_args(Seen.model_fields["when"].annotation)
+    assert {a for w in when for a in typing.get_args(w)} == set(_finding.CONTEXTS)

@@ -6,6 +6,12 @@ patterns of the causes named per function or per check ("crash:*", "missing:*", 
 title, hint, citation, the checks it breaks and its default price live together; both editions of the grader
 (the instructor's and the student kit) ship the same file, so both say the same words and charge the same
 prices. The known bugs that need the library's code to be recognised are described in ``_bugs``.
+
+It is the one registry of mistake kinds (issue 51): beside the words and the price, an entry holds what the code
+acts on, as fields the code derives its tables from: the error model's slot and fitted constant (``_mutations``),
+the fields of a finding that name the kind (``seen``: ``_finding.catalog``), the rules that find its line
+(``line``: ``_pointing``), what a crash for some inputs only varies (``varies``: ``_where``), and the search's
+mutation it refines. A value no code understands is refused when the file is read, never silently ignored.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ class Variant(_Strict):
 
     title: str | None = None
     hint: str | None = None
+
+
+READ = frozenset({"when", "stage", "noted", "number", "digits"})  # a Seen's fields read otherwise than a finding's own
 
 
 class Seen(_Strict):
@@ -64,7 +73,7 @@ class Seen(_Strict):
     def fields(self) -> dict[str, object]:
         """The finding's fields this entry asks for (``when``, ``stage``, ``noted``, ``number`` and ``digits`` are
         read otherwise)."""
-        return self.model_dump(exclude_none=True, exclude={"when", "stage", "noted", "number", "digits"})
+        return self.model_dump(exclude_none=True, exclude=set(READ))
 
 
 class Cause(_Strict):
@@ -84,7 +93,8 @@ class Cause(_Strict):
     slot: str | None = None
     fitted: str | None = None
     # the search's mutation whose values this kind makes too: the search names that one, and this kind takes its
-    # place when its own rule holds (a fitted mask constant too small to mask, for the "leaky" kinds)
+    # place when its own rule holds: its ``seen``, at the line of the mutation's departure (the scale applied
+    # twice); without one, the fit's (a fitted mask constant too small to mask: the "leaky" kinds)
     refines: str | None = None
     # how the walk of the student's computation recognises it: the fields of a finding that name it (issue 51)
     seen: tuple[Seen, ...] = ()

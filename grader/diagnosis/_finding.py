@@ -311,7 +311,6 @@ class Finding:
 # The catalog's causes a finding names (issue 35, item 4: the catalog names, the trace finds), by its fields: each
 # kind's ``seen`` in causes.toml (issue 51: one registry of mistake kinds; recognising a new kind is an entry there).
 CONTEXTS = ("never_used", "transposed", "float32")  # what an intervention's finding says beside any departure's
-READ = ("when", "stage", "noted", "number", "digits")  # a Seen's fields read otherwise than as a finding's own
 FIELDS = frozenset(f.name for f in dataclasses.fields(Finding))
 
 
@@ -348,7 +347,7 @@ def catalog(
     significant digits, p to 3), or None. Beside the causes any departure names: ``never_used``, a stage computed
     and never used (an intervention's finding); ``transposed``, the weights' transpose; ``float32``, float32
     rounding from the softmax's input on."""
-    context = {"never_used": never_used, "transposed": transposed, "float32": float32}
+    context = dict(zip(CONTEXTS, (never_used, transposed, float32), strict=True))
     named = [(cid, seen) for cid, seen in _seen() if _holds(f, seen, context)]
     assert len(named) <= 1, f"one finding names several kinds: {[cid for cid, _ in named]} ({f})"
     if not named:
