@@ -166,6 +166,16 @@ WRITTEN_CRASHES = {
 }  # fmt: skip
 
 
+def test_the_search_s_swapped_projections_are_what_their_seen_says() -> None:
+    from grader.diagnosis._departure import SUBSTITUTED
+    from grader.diagnosis._finding import Finding
+
+    assert {
+        "no_value_projection": Finding("substituted", role="V", source="X"),
+        "keys_from_query_projection": Finding("substituted", role="K", source="W_Q"),
+    } == SUBSTITUTED
+
+
 def test_the_lines_and_the_crashes_are_derived_from_the_registry_and_equal_what_the_code_said() -> None:
     from grader.diagnosis import _pointing, _where
 
