@@ -11,7 +11,7 @@ import pytest
 from grader.checks import CHECKS
 from grader.diagnosis import stored_bugs
 from grader.diagnosis._bugs import STORED, LiveBugs, StoredBugs, library_bugs
-from grader.diagnosis._causes import PATTERN, cause, model_cause_ids, table
+from grader.diagnosis._causes import PATTERN, cause, model_cause_ids, refined, table
 from grader.diagnosis._known import same
 from grader.diagnosis._mutations import FITTED, SLOT_OF
 from grader.diagnosis._naming import LEAKY, _fitted
@@ -23,7 +23,7 @@ CITATION = re.compile(rf"^({RESULTS}) ")
 
 def test_every_mutation_is_described_once_and_nothing_else_is_called_one() -> None:
     mutations = {cid for cid, c in table().items() if c.kind == "mutation"}
-    assert mutations == set(SLOT_OF) | set(LEAKY.values())
+    assert mutations == set(SLOT_OF) | set(LEAKY.values()) | set(refined(seen=True).values())
     assert {
         "output_dtype",
         "weights_dtype",

@@ -3,10 +3,28 @@ place, and the catalog's cause it names is a lookup on those fields, never a pat
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+from typing import get_args
+
 import pytest
 import torch
 
-from grader.diagnosis._finding import Finding, Note, catalog
+from grader.diagnosis._finding import (
+    NAMES,
+    PATTERNS,
+    PROJECTIONS,
+    ROWS,
+    SCALES,
+    SUBSTITUTIONS,
+    TITLES,
+    UNUSED,
+    Finding,
+    Kind,
+    Note,
+    Pattern,
+    catalog,
+)
 from grader.diagnosis._relations import _clamp, _dropout, _factor, _float32, _future, _masking, _rows
 
 
@@ -53,6 +71,12 @@ from grader.diagnosis._relations import _clamp, _dropout, _factor, _float32, _fu
             Finding("scaled_by", factor=1 / 6, quantity="1/d_k", d_k=6),
             "the scores times 1/d_k = 0.1667 where the lecture scales them by 1/sqrt(d_k) = 0.4082 (Lemma 5.5)",
             ("scale_by_dk", None),
+        ),
+        (
+            Finding("scaled_by", factor=1 / 6, quantity="1/d_k", d_k=6, rescaled=True),
+            "the scores times 1/d_k = 0.1667 where the lecture scales them by 1/sqrt(d_k) = 0.4082 (Lemma 5.5): this "
+            "line scales scores already scaled by 1/sqrt(d_k), by 0.4082 again",
+            ("scale_applied_twice", None),  # issue 51's worked example: the same values, seen at the second division
         ),
         (
             Finding("scaled_by", factor=0.25, quantity="1/sqrt(16)", fixed=True, d_k=6),
@@ -125,3 +149,98 @@ def test_the_relations_return_findings_with_their_numbers() -> None:
     keep = torch.rand(2, 4, 4, generator=torch.Generator().manual_seed(1)) > 0.5
     dropped = _dropout(w * keep / 0.5, w)
     assert dropped is not None and dropped.p == pytest.approx(0.5) and dropped.count == int((~keep).sum())
+
+
+# ---- the catalog is the registry's seen (issue 51 point 3): every finding named as the code named it ---------
+
+# what _finding.catalog() was before it read causes.toml: the tables and the branches, as they were written
+_SCALES = {"1/d_k": "scale_by_dk", "1/sqrt(d)": "scale_by_sqrt_d_model", "1/sqrt(T)": "scale_by_sqrt_T",
+           "1/sqrt(d_v)": "scale_by_sqrt_dv", "sqrt(d_k)": "scale_times_sqrt_dk"}  # fmt: skip
+_PATTERNS = {"diagonal": "mask_excludes_diagonal", "late": "mask_leaks_by_one", "past": "mask_transposed",
+             "inverted": "mask_inverted"}  # fmt: skip
+_PROJECTIONS = {("V", "X"): "no_value_projection", ("K", "W_Q"): "keys_from_query_projection",
+                ("QK", "X"): "no_query_key_projection", ("Q", "X"): "no_query_projection",
+                ("K", "X"): "no_key_projection"}  # fmt: skip
+_UNUSED = {"masked": "no_mask", "premasked": "no_mask", "scaled": "no_scaling"}
+
+
+def _written(
+    f: Finding, *, never_used: bool = False, transposed: bool = False, float32: bool = False
+) -> tuple[str, float | None] | None:
+    k = f.kind
+    if k == "fill" and f.future:
+        return ("weak_mask_constant" if f.added else "weak_mask_fill"), float(f"{f.fill:.6g}")
+    if k == "future_constant" and f.instead == "-inf":
+        return "weak_mask_fill", float(f"{f.fill:.6g}")
+    if k == "hides" and f.pattern:
+        return _PATTERNS[f.pattern], None
+    if k == "causal_ignored":
+        return "causal_flag_ignored", None
+    if k == "unscaled":
+        return "no_scaling", None
+    if k == "scaled_by" and not f.fixed and f.quantity in _SCALES:
+        return _SCALES[f.quantity], None
+    if k == "exp_without_max":
+        return "unstable_softmax", None
+    if k == "dropout" and not f.notes:
+        return "dropout_left_on", float(f"{f.p:.3g}")
+    if k == "rows" and f.axis:
+        return ("softmax_wrong_axis" if f.axis == "queries" else "softmax_over_batch"), None
+    if k == "substituted" and (f.role, f.source) in _PROJECTIONS:
+        return _PROJECTIONS[(f.role, f.source)], None
+    if never_used and k == "never_used" and f.alike and TITLES[f.stage] in (TITLES["masked"], TITLES["premasked"]):
+        return "no_mask", None
+    if never_used and k == "never_used" and not f.alike:
+        named = {NAMES[s]: cid for s, cid in _UNUSED.items()}
+        cid = named.get(NAMES.get(f.stage, f.stage))
+        return (cid, None) if cid is not None else None
+    if transposed and k == "transpose":
+        return "weights_transposed", None
+    if float32 and k == "float32":
+        return "softmax_in_float32", None
+    return None
+
+
+def _findings() -> list[Finding]:
+    """Every finding the old branches tell apart: each kind with each value of the fields they read."""
+    note = Note("passed", 7, "k = x @ w", var="w")
+    quantities = (*_SCALES, "1/sqrt(d_k)", "d_k", "1", "-1", "", "1/sqrt(16)")
+    out = [Finding(k) for k in get_args(Kind)]  # every kind with no field set
+    out += [Finding("fill", fill=c, added=a, future=fu) for c in (-1e9, -100.0, -123.456789) for a in (True, False)
+            for fu in (True, False)]  # fmt: skip
+    out += [Finding("future_constant", fill=-1e4, instead=i) for i in ("-inf", "0", "other values")]
+    out += [Finding("hides", pattern=p, count=9, total=49, future_count=21) for p in get_args(Pattern)]
+    out += [Finding("scaled_by", factor=0.5, quantity=q, fixed=x, d_k=6) for q in quantities for x in (True, False)]
+    out += [Finding("scaled_by", factor=1 / 6, quantity="1/d_k", d_k=6).noted(note)]
+    out += [Finding("dropout", count=3, factor=1.25, p=p) for p in (0.2, 0.123456)]
+    out += [Finding("dropout", count=3, factor=1.25, p=0.2).noted(note)]
+    out += [Finding("rows", axis=a, low=0.5, high=2.0) for a in ("", *ROWS)]
+    out += [Finding("substituted", role=r, source=s) for r, s in SUBSTITUTIONS]
+    out += [Finding("substituted", role="K", source="W_Q").noted(note)]
+    out += [Finding("never_used", stage=s, alike=a, masked_fill=m) for s in TITLES for a in (True, False)
+            for m in (True, False)]  # fmt: skip
+    out += [Finding("nan_constant", stage="weights", inner=Finding("float32"))]
+    out += [Finding(k, stage=s) for k in ("times", "differs", "value_due", "raises") for s in TITLES]
+    return out
+
+
+@pytest.mark.parametrize("context", list(itertools.product((False, True), repeat=3)))
+def test_the_catalog_read_off_the_registry_names_what_the_code_named(context: tuple[bool, bool, bool]) -> None:
+    flags = dict(zip(("never_used", "transposed", "float32"), context, strict=True))
+    findings = _findings()
+    assert len(findings) > 150
+    assert {str(f): _answer(catalog, f, flags) for f in findings} == {
+        str(f): _answer(_written, f, flags) for f in findings
+    }
+
+
+def _answer(named: Callable[..., object], f: Finding, flags: dict[str, bool]) -> object:
+    """What ``named`` answers, or that it refuses (a fill named with no fill given: neither names it)."""
+    try:
+        return named(f, **flags)
+    except (TypeError, AssertionError):
+        return "refused"
+
+
+def test_the_tables_the_catalog_was_are_derived_from_the_registry() -> None:
+    assert (SCALES, PATTERNS, PROJECTIONS, UNUSED) == (_SCALES, _PATTERNS, _PROJECTIONS, _UNUSED)

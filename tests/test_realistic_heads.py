@@ -37,7 +37,7 @@ SKIPPED = {"student_tests", "streaming_softmax", "kv_cache", "fused_kernel_cuda"
 AUXILIARY = ("gaussian_positional_weights", "gaussian_positional_qk", "score_scale_statistics")
 CAUSES = {
     "no_scaling", "scale_by_dk", "scale_by_sqrt_d_model", "scale_by_sqrt_T", "scale_by_sqrt_dv", "scale_times_sqrt_dk",
-    "scale_constant",
+    "scale_constant", "scale_applied_twice",
     "no_mask", "mask_transposed", "mask_excludes_diagonal", "mask_leaks_by_one", "mask_after_softmax_no_renorm",
     "mask_after_softmax_renorm", "weak_mask_constant", "weak_mask_fill", "mask_inverted", "mask_value_derived",
     "causal_flag_ignored",

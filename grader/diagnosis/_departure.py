@@ -25,9 +25,9 @@ from functools import partial
 
 import torch
 
-from grader.diagnosis._finding import Finding, Note
+from grader.diagnosis._finding import Finding, Note, _seen
 from grader.diagnosis._mutations import SLOT_OF, Combo, snap
-from grader.diagnosis._relations import _masking, _masking_of, describe, describe_fit
+from grader.diagnosis._relations import _masking, _masking_of, describe, describe_fit, rescaled
 from grader.diagnosis._sites import (
     _flag_site,
     _made_elsewhere,
@@ -194,7 +194,7 @@ def departures(
             found.append(Departure(site, good[site.index], words, stages.get(good[site.index]), explained, causal))
         else:
             at = replace(r, file=viewed.file, line=viewed.line, code=viewed.code) if viewed is not None else r
-            words = describe(r, due, stages, tensors, causal)
+            words = rescaled(describe(r, due, stages, tensors, causal), r, records, stages)
             swap = (
                 words if words.kind == "substituted" else SUBSTITUTED.get(explained[0]) if len(explained) == 1 else None
             )
@@ -254,9 +254,10 @@ def _passed_over(
     return out
 
 
-SUBSTITUTED = {  # the error model's projections swapped: what they found
-    "no_value_projection": Finding("substituted", role="V", source="X"),
-    "keys_from_query_projection": Finding("substituted", role="K", source="W_Q"),
+SUBSTITUTED = {  # the error model's projections swapped: what they found (their seen in causes.toml)
+    cid: Finding("substituted", role=seen.role or "", source=seen.source or "")
+    for cid, seen in _seen()
+    if seen.kind == "substituted" and cid in SLOT_OF
 }
 
 

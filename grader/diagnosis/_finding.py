@@ -7,8 +7,13 @@ cause a finding names is :func:`catalog`, a lookup on fields, never a pattern ov
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from functools import cache
+from typing import Any, Literal, get_args
+
+from grader.diagnosis._causes import Seen, table
 
 TITLES = {  # how a cause's title names the stage that departs
     "Q": "the queries",
@@ -138,6 +143,7 @@ class Finding:
     quantity: str = ""  # scaled_by: what the factor equals ("1/d_k", "1/sqrt(d)", "1/sqrt(16)"), "" when nothing
     fixed: bool = False  # scaled_by: ``quantity`` is a fixed number's square root, not a width's
     d_k: int = 0  # scaled_by: the probe's d_k
+    rescaled: bool = False  # scaled_by: the line scales a value already scaled by 1/sqrt(d_k) (the lecture's stage)
     fill: float | None = None  # fill, future_constant, masked_uncausal: the constant written (or added)
     added: bool = False  # fill: the constant was added to the hidden entries, not written into them
     future: bool = True  # fill: the hidden entries are the future keys (else another pattern's)
@@ -255,9 +261,14 @@ class Finding:
         if k == "unscaled":
             return "the scores Q K^T, never divided by sqrt(d_k) (Lemma 5.5)"
         if k == "scaled_by":
+            again = (
+                f": this line scales scores already scaled by 1/sqrt(d_k), by {self.factor * self.d_k**0.5:.4g} again"
+                if self.rescaled and self.factor is not None
+                else ""
+            )
             return (
                 f"the scores times {self._quantity()} where the lecture scales them by "
-                f"1/sqrt(d_k) = {self.d_k**-0.5:.4g} (Lemma 5.5)"
+                f"1/sqrt(d_k) = {self.d_k**-0.5:.4g} (Lemma 5.5){again}"
             )
         if k == "times":
             return f"{name} times {self.factor:.6g}"
@@ -297,28 +308,36 @@ class Finding:
         return f"{self.quantity} = {c:.4g}" if self.quantity else f"{c:.6g}"
 
 
-# the catalog's causes a finding names (issue 35, item 4: the catalog names, the trace finds), by its fields
-SCALES = {
-    "1/d_k": "scale_by_dk",
-    "1/sqrt(d)": "scale_by_sqrt_d_model",
-    "1/sqrt(T)": "scale_by_sqrt_T",
-    "1/sqrt(d_v)": "scale_by_sqrt_dv",
-    "sqrt(d_k)": "scale_times_sqrt_dk",
-}
-PATTERNS = {
-    "diagonal": "mask_excludes_diagonal",
-    "late": "mask_leaks_by_one",
-    "past": "mask_transposed",
-    "inverted": "mask_inverted",
-}
-PROJECTIONS = {
-    ("V", "X"): "no_value_projection",
-    ("K", "W_Q"): "keys_from_query_projection",
-    ("QK", "X"): "no_query_key_projection",
-    ("Q", "X"): "no_query_projection",
-    ("K", "X"): "no_key_projection",
-}
-UNUSED = {"masked": "no_mask", "premasked": "no_mask", "scaled": "no_scaling"}  # a stage never used: its cause
+# The catalog's causes a finding names (issue 35, item 4: the catalog names, the trace finds), by its fields: each
+# kind's ``seen`` in causes.toml (issue 51: one registry of mistake kinds; recognising a new kind is an entry there).
+CONTEXTS = ("never_used", "transposed", "float32")  # what an intervention's finding says beside any departure's
+FIELDS = frozenset(f.name for f in dataclasses.fields(Finding))
+
+
+@cache
+def _seen() -> tuple[tuple[str, Seen], ...]:
+    """(kind, the fields that name it), for every form of every kind causes.toml says the walk recognises; an entry
+    no finding can ever hold (a kind, a stage, a pattern, a substitution, an axis, a field the walk never
+    makes) is refused here, never silently matched by nothing."""
+    out = tuple((cid, seen) for cid, c in table().items() for seen in c.seen)
+    for cid, seen in out:
+        where = f"causes.toml: {cid}'s seen {seen.model_dump(exclude_none=True)}"
+        assert seen.kind in get_args(Kind), f"{where}: no finding is of this kind"
+        assert set(seen.fields()) <= FIELDS, f"{where}: a finding has no field {set(seen.fields()) - FIELDS}"
+        assert set(seen.stage or ()) <= set(TITLES), f"{where}: no such stage"
+        assert seen.pattern is None or seen.pattern in HIDES, f"{where}: no such pattern"
+        assert seen.axis is None or seen.axis in ROWS, f"{where}: no such axis"
+        assert (seen.role is None and seen.source is None) or (seen.role, seen.source) in SUBSTITUTIONS, where
+    return out
+
+
+def _holds(f: Finding, seen: Seen, context: dict[str, bool]) -> bool:
+    return (
+        (seen.when is None or context[seen.when])
+        and all(getattr(f, name) == value for name, value in seen.fields().items())
+        and (seen.stage is None or f.stage in seen.stage)
+        and (seen.noted is None or bool(f.notes) == seen.noted)
+    )
 
 
 def catalog(
@@ -328,35 +347,29 @@ def catalog(
     significant digits, p to 3), or None. Beside the causes any departure names: ``never_used``, a stage computed
     and never used (an intervention's finding); ``transposed``, the weights' transpose; ``float32``, float32
     rounding from the softmax's input on."""
-    k = f.kind
-    if k == "fill" and f.future:
-        return ("weak_mask_constant" if f.added else "weak_mask_fill"), float(f"{f.fill:.6g}")
-    if k == "future_constant" and f.instead == "-inf":
-        return "weak_mask_fill", float(f"{f.fill:.6g}")
-    if k == "hides" and f.pattern:
-        return PATTERNS[f.pattern], None
-    if k == "causal_ignored":
-        return "causal_flag_ignored", None
-    if k == "unscaled":
-        return "no_scaling", None
-    if k == "scaled_by" and not f.fixed and f.quantity in SCALES:
-        return SCALES[f.quantity], None
-    if k == "exp_without_max":
-        return "unstable_softmax", None
-    if k == "dropout" and not f.notes:
-        return "dropout_left_on", float(f"{f.p:.3g}")
-    if k == "rows" and f.axis:
-        return ("softmax_wrong_axis" if f.axis == "queries" else "softmax_over_batch"), None
-    if k == "substituted" and (f.role, f.source) in PROJECTIONS:
-        return PROJECTIONS[(f.role, f.source)], None
-    if never_used and k == "never_used" and f.alike and TITLES[f.stage] in (TITLES["masked"], TITLES["premasked"]):
-        return "no_mask", None
-    if never_used and k == "never_used" and not f.alike:
-        named = {NAMES[s]: cid for s, cid in UNUSED.items()}
-        cid = named.get(NAMES.get(f.stage, f.stage))
-        return (cid, None) if cid is not None else None
-    if transposed and k == "transpose":
-        return "weights_transposed", None
-    if float32 and k == "float32":
-        return "softmax_in_float32", None
-    return None
+    context = dict(zip(CONTEXTS, (never_used, transposed, float32), strict=True))
+    named = [(cid, seen) for cid, seen in _seen() if _holds(f, seen, context)]
+    assert len(named) <= 1, f"one finding names several kinds: {[cid for cid, _ in named]} ({f})"
+    if not named:
+        return None
+    cid, seen = named[0]
+    if seen.number is None:
+        return cid, None
+    number = getattr(f, seen.number)
+    assert number is not None, f"{cid} is seen with its {seen.number}, and this finding has none ({f})"
+    return cid, float(f"{number:.{seen.digits}g}")
+
+
+def _named_by(kind: str, key: Callable[[Seen], Any]) -> dict[Any, str]:
+    """What names each kind among the findings of ``kind`` (by ``key`` of its entry): the registry's, as a table."""
+    return {key(seen): cid for cid, seen in _seen() if seen.kind == kind and seen.when is None}
+
+
+SCALES = {  # the quantity of a scale applied once -> its kind ("1/d_k": scale_by_dk)
+    q: cid for (q, again), cid in _named_by("scaled_by", lambda s: (s.quantity, s.rescaled)).items() if not again
+}
+PATTERNS = _named_by("hides", lambda s: s.pattern)  # a mask's pattern -> its kind
+PROJECTIONS = _named_by("substituted", lambda s: (s.role, s.source))  # (role, source) -> its kind
+UNUSED = {  # a stage never used -> its kind
+    stage: cid for cid, seen in _seen() if seen.kind == "never_used" for stage in seen.stage or ()
+}

@@ -67,9 +67,7 @@ from grader.diagnosis._matching import (
     match,
     repaired,
 )
-from grader.diagnosis._relations import (
-    describe,
-)
+from grader.diagnosis._relations import describe, rescaled
 from grader.diagnosis._repatch import _masked_alike, _pattern, _repatterned, _swapped, _unscaled, _used_instead
 from grader.diagnosis._sites import (
     _bound,
@@ -212,7 +210,9 @@ def walk(
             due, view = "masked", {**stages, "scaled": stages["scores"], "masked": _offered(stages)[UNSCALED]}
         with float32_accuracy() if value is not None and value.dtype == torch.float32 else nullcontext():
             words = (
-                describe(seen, due, view, tensors, causal) if value is not None else Finding("value_due", due, raw=True)
+                rescaled(describe(seen, due, view, tensors, causal), seen, trace.records, stages)
+                if value is not None
+                else Finding("value_due", due, raw=True)
             )
         context = trace.context.get(r.file, {})
         good = {k: h[0] for k, h in dep.good.items()}

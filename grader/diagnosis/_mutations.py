@@ -18,48 +18,19 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grader.diagnosis import _causes
+
 SLOTS = ("scale", "switch", "mask", "fill", "softmax", "dtype", "randomness", "projections", "values")
 
-MUTATIONS: dict[str, tuple[str, ...]] = {
-    "scale": (
-        "no_scaling",
-        "scale_by_dk",
-        "scale_by_sqrt_d_model",
-        "scale_by_sqrt_T",
-        "scale_by_sqrt_dv",
-        "scale_times_sqrt_dk",
-        "scale_constant",
-    ),
-    "switch": ("causal_flag_ignored",),  # composes with every mask: a head may mask wrongly and always
-    "mask": (
-        "no_mask",
-        "mask_transposed",
-        "mask_excludes_diagonal",
-        "mask_leaks_by_one",
-        "mask_inverted",
-        "mask_value_derived",
-        "mask_after_softmax_no_renorm",
-        "mask_after_softmax_renorm",
-    ),
-    # what the hidden entries get, fitted: its own slot, so a finite constant composes with every pattern that
-    # hides entries before the softmax (issue 35: a -100 fill beside a diagonal masked too)
-    "fill": ("weak_mask_constant", "weak_mask_fill"),
-    "softmax": ("softmax_wrong_axis", "softmax_over_batch", "unstable_softmax"),
-    "dtype": ("softmax_in_float32", "scale_in_float32"),
-    "randomness": ("dropout_left_on",),
-    # what is multiplied, and which value is returned as the weights
-    "projections": ("weights_transposed", "scores_transposed", "keys_from_query_projection", "scores_returned"),
-    # its own slot: values never projected compose with the keys' projection and the weights returned (issue 35)
-    "values": ("no_value_projection",),
-}
+# slot -> its mutations, in the order the search tries them: each mutation's ``slot`` (and ``fitted``, the name of
+# the constant it fits) in causes.toml, in that file's order (issue 51: one registry of mistake kinds). The
+# "switch" composes with every mask; the "fill" (what the hidden entries get, fitted) is its own slot, so a finite
+# constant composes with every pattern that hides entries before the softmax (issue 35: a -100 fill beside a
+# diagonal masked too); "projections" is what is multiplied and which value is returned as the weights; "values"
+# its own slot: values never projected compose with the keys' projection and the weights returned (issue 35)
+MUTATIONS: dict[str, tuple[str, ...]] = _causes.slots(SLOTS)
 SLOT_OF = {m: slot for slot, ms in MUTATIONS.items() for m in ms}
-FITTED = {
-    "scale_constant": "scale",
-    "weak_mask_constant": "mask",
-    "weak_mask_fill": "mask",
-    "dropout_left_on": "p",
-    "scale_in_float32": "divides",  # 1: scores divided by a float32 1/scale; 0: multiplied by a float32 scale
-}
+FITTED = _causes.fitted()  # scale_in_float32's "divides": 1, scores divided by a float32 1/scale; 0, multiplied
 
 # A fitted mask constant of magnitude below this leaks at ordinary scores (float64's exp underflows only past
 # -745): it gets the "leaky" id, priced as the broken mask it is; a larger one masks exactly at ordinary scores

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 
 from grader.diagnosis._bugs import Bug, bugs_of
-from grader.diagnosis._causes import cause, model_cause_ids
+from grader.diagnosis._causes import cause, model_cause_ids, refined
 from grader.diagnosis._mutations import FITTED, ORDINARY_SCORES
 from grader.models import Diagnosis
 from grader.oracle import Oracle, load_oracle
 
 FLOAT16_MAX, FLOAT32_MAX = 65504.0, 3.4028234663852886e38
-LEAKY = {"weak_mask_fill": "leaky_mask_fill", "weak_mask_constant": "leaky_mask_constant"}
+# a fitted mask constant below ORDINARY_SCORES in magnitude takes the "leaky" kind that refines its mutation
+LEAKY = refined()
 # Checks whose property is theirs alone (another function's values, the APIs a head calls, its speed, the
 # student's own tests): when no known bug matches, the failure is its own cause, charged its own points; and no
 # departure of the head's values explains it (issue 28).

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from grader.diagnosis._causes import cause
+from grader.diagnosis._causes import cause, lined, table
 from grader.diagnosis._departure import SUBSTITUTED, Departure, follow
 from grader.diagnosis._finding import NAMES, TITLES, Finding, catalog
 from grader.diagnosis._intervene import INTERVENE, Intervention, intervene, large
@@ -38,6 +38,19 @@ from grader.models import CheckResult, Diagnosis, SourceLine
 from grader.models import Departure as Shown
 
 Traced = Callable[[], Trace | None]  # the head's traced call on the probe, made on first use
+
+# the rules here that find a kind's line, as causes.toml's ``line`` names them (issue 51: a kind's line is a field of
+# its entry; the tuples of ids below are derived from it)
+LINE_RULES = frozenset(
+    {"traced", "first_non_finite", "float32_departure", "float32_made", "leaving", "graph_cut", "returning",
+     "returned_only", "made_by"}
+)  # fmt: skip
+LEFT = ("numpy", "tolist", "detach", "inplace")  # what the sandbox's trace records leaving (``Trace.left``'s keys)
+
+
+def _lined(rule: str) -> tuple[str, ...]:
+    return lined(rule, LINE_RULES)
+
 
 # checks a departure of the head's values does not explain: the self-contained ones, and the calling contract
 NOT_VALUES = (*SELF_CONTAINED, "interface", "input_mutation")
@@ -134,10 +147,24 @@ def _point(
     if INTERVENE and valued:  # issue 35: every mistake, found by intervention
         out = _intervened(head, out, valued, flags, fitted, {c.id for c in failing}, passed, walked or Walked())
     out = _operand_lines(once, _made_lines(once, _returning_lines(once, out)), probe(length, square))
-    return _one_dtype_choice(out)
+    return _one_dtype_choice(_refined(out))
 
 
-FLOAT32_CAUSES = ("computed_in_float32", "scale_tensor_in_float32")
+def _refined(causes: list[Diagnosis]) -> list[Diagnosis]:
+    """Each mutation the search named whose line's finding names a kind that refines it (``refines`` in
+    causes.toml: the same values, told apart by what the walk sees, such as the scale applied twice where the
+    search sees the scores divided by d_k), named as that kind: its words, at the same line, explaining the same."""
+    out = []
+    for c in causes:
+        named = _names(_found(c)) if c.kind == "mutation" and c.departure is not None else None
+        if named is not None and named != c.id and cause(named).refines == c.id:
+            title, hint, cites = cause(named).words()
+            c = c.model_copy(update={"id": named, "title": title, "hint": hint, "cites": cites})
+        out.append(c)
+    return out
+
+
+FLOAT32_CAUSES = _lined("float32_departure")  # computed_in_float32, scale_tensor_in_float32
 
 
 def _float32_cause(cid: str) -> bool:
@@ -409,13 +436,19 @@ def _matrix(t: torch.Tensor | None) -> list[list[float | None]] | None:
 
 # contract causes that are one decision about the values: a departure shows it (outputs with no finite number: the
 # first value that lost them, e.g. the 0 * -inf of an additive mask)
-NON_FINITE = "non_finite_outputs"
-TRACED = ("computed_in_float32", NON_FINITE, "scale_tensor_in_float32")
-LEAVING = {
-    "computed_outside_torch": ("numpy", "tolist"),
-    "no_autograd_graph": ("numpy", "tolist", "detach"),
-    "inplace_input_mutation": ("inplace",),
-}
+[NON_FINITE] = _lined("first_non_finite")  # non_finite_outputs
+TRACED = _lined("traced")  # computed_in_float32, scale_tensor_in_float32, non_finite_outputs
+
+
+def _leaves() -> dict[str, tuple[str, ...]]:
+    """Each kind found where the head leaves torch, its graph, or writes an input: the ops it looks for, in order."""
+    out = {cid: table()[cid].leaves for cid in _lined("leaving")}
+    unknown = {op for ops in out.values() for op in ops} - set(LEFT)
+    assert not unknown, f"causes.toml: leaves the trace never records: {sorted(unknown)}"
+    return out
+
+
+LEAVING = _leaves()
 
 
 def _leaving(c: Diagnosis) -> tuple[str, ...]:
@@ -457,7 +490,7 @@ def _sited(
     return out
 
 
-GRAPH_CUT = "inputs_cut_from_graph"
+[GRAPH_CUT] = _lined("graph_cut")  # inputs_cut_from_graph
 
 
 def _cut_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
@@ -475,7 +508,7 @@ def _cut_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     return _sited(once, causes, site_of)
 
 
-RETURNING = ("one_value_breach",)  # a returned value that breaks the contract: the line that returns it
+RETURNING = _lined("returning")  # a returned value that breaks the contract (one_value_breach): the line returning it
 
 
 def _return_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
@@ -494,7 +527,7 @@ def _return_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
 
 # mutations of what the head returns alone: with no line after the walk (no op made the value: a NumPy head's
 # ``torch.from_numpy(w.transpose(0, 2, 1))``), the line that returns it
-RETURNED_ONLY = ("weights_transposed", "scores_returned")
+RETURNED_ONLY = _lined("returned_only")  # weights_transposed, scores_returned
 
 
 def _returning_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
@@ -597,7 +630,7 @@ def _made_lines(once: Traced, causes: list[Diagnosis]) -> list[Diagnosis]:
     return out
 
 
-MADE_BY = ("mask_value_derived", "unstable_softmax")  # the causes ``_made_lines`` places
+MADE_BY = _lined("made_by")  # the causes ``_made_lines`` places: mask_value_derived, unstable_softmax
 
 
 def _operand_lines(once: Traced, causes: list[Diagnosis], tensors: dict[str, torch.Tensor]) -> list[Diagnosis]:
@@ -680,7 +713,7 @@ def _crash_lines(head: Head, causes: list[Diagnosis], length: int | None) -> lis
     return out
 
 
-FLOAT32_MADE = ("softmax_in_float32", "computed_in_float32")
+FLOAT32_MADE = _lined("float32_made")  # softmax_in_float32, computed_in_float32
 
 
 NARROW = (torch.float16, torch.bfloat16)  # the dtypes a dtype crash is traced in when float64 runs

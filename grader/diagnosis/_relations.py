@@ -4,7 +4,8 @@ words ``_finding`` makes; :func:`describe` picks the one that says it best."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 
@@ -221,6 +222,20 @@ def describe(
     if diff is not None and bool(torch.isfinite(diff).any()):
         return Finding("differs", stage=due, largest=float(diff[torch.isfinite(diff)].max()))
     return Finding("differs", stage=due)
+
+
+def rescaled(finding: Finding, r: Record, records: Sequence[Record], stages: dict[str, torch.Tensor]) -> Finding:
+    """``finding`` of ``r``, marked ``rescaled`` where it is a wrong scale and ``r`` computes it from a value that
+    is already the lecture's scaled stage (the scores divided by sqrt(d_k), masked or not): the scale applied a
+    second time at this line, not a wrong scale where the scores are made."""
+    if finding.kind != "scaled_by":
+        return finding
+    read = {f"v:{x.index}": x for x in records}
+    operands = [read[k].value for k in r.reads if k in read and read[k].value is not None]
+    already = [stages[s] for s in ("scaled", "masked") if s in stages]
+    if any(v.shape == s.shape and _equal(v.double(), s.double()) for v in operands for s in already if v is not None):
+        return replace(finding, rescaled=True)
+    return finding
 
 
 def _over_scores(v: torch.Tensor, stages: dict[str, torch.Tensor]) -> Finding | None:

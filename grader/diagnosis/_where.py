@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from grader.diagnosis._causes import cause
+from grader.diagnosis._causes import cause, varying
 from grader.diagnosis._known import PROBE_SEED
 from grader.diagnosis._naming import n_checks
 from grader.head import Head, MissingFunction, StudentFailure
@@ -30,10 +30,11 @@ from grader.models import CheckResult, Diagnosis
 K = TypeVar("K", bound=Hashable)  # what a family of probes varies: the length, the flag, the dtype
 ATTENTION = "causal_self_attention"
 ARGS = [{"t": "X"}, {"t": "W_Q"}, {"t": "W_K"}, {"t": "W_V"}]
-SIZE_CRASH = "fixed_size_buffer"  # a crash at some sequence lengths only: a buffer of fixed length
-FLAG_CRASH = "branch_crash"  # a crash for one value of the causal flag only: one branch raises
-DTYPE_CRASH = "unsupported_dtype"  # a crash for some input dtypes only (NumPy has no bfloat16)
-WIDTH_CRASH = "width_crash"  # a crash for some widths or batch sizes only (issue 30)
+VARIED = ("length", "flag", "dtype", "width")  # what the probes below vary: each crash kind's ``varies`` (causes.toml)
+SIZE_CRASH = varying("length", VARIED)  # fixed_size_buffer: a crash at some sequence lengths only, a fixed buffer
+FLAG_CRASH = varying("flag", VARIED)  # branch_crash: a crash for one value of the causal flag only, a branch raises
+DTYPE_CRASH = varying("dtype", VARIED)  # unsupported_dtype: a crash for some input dtypes only (NumPy, bfloat16)
+WIDTH_CRASH = varying("width", VARIED)  # width_crash: a crash for some widths or batch sizes only (issue 30)
 # (B, d, d_k, d_v) of the width probes: the usual probe, then each size made equal to another or changed alone
 WIDTHS = ((2, 4, 3, 2), (2, 4, 4, 4), (2, 4, 4, 2), (2, 4, 3, 4), (2, 4, 3, 3), (1, 4, 3, 2), (3, 4, 3, 2))
 # The conditions a width crash is named by, in order: the first true of every probe it raises at and of none

@@ -59,7 +59,7 @@ SCALE = (
         "scale_twice",
         "scale",
         "the scale applied twice (the scores divided by d_k)",
-        ("scale_by_dk",),
+        ("scale_applied_twice",),  # issue 51: the walk sees the second division (the search's scale_by_dk)
         (
             E(
                 "on two lines",
