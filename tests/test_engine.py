@@ -3,7 +3,9 @@ a fixpoint; and the same causes for a head whatever order the rules are listed i
 
 from __future__ import annotations
 
+import functools
 import random
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,30 @@ def test_the_budget_ends_with_the_rules_left_said() -> None:
     [(name, exc)] = engine.passes.raised
     assert name == "engine" and isinstance(exc, BudgetSpent)
     assert all(r in str(exc) for r in engine.unfinished)
+
+
+@pytest.mark.diagnosis_error
+def test_a_budget_of_seconds_ends_too() -> None:
+    slow = _rule("slow", "x", lambda s: time.sleep(0.05) or {"slow": 1}, slow=0)
+    engine = Engine([slow, *_toys()], {"x": 1}, max_seconds=0.01)
+    engine.run()
+    assert engine.order == ["slow"] and len(engine.unfinished) == 4
+    assert "0.01 s" in str(engine.passes.raised[0][1])
+
+
+@pytest.mark.diagnosis_error
+def test_a_budget_that_ends_the_diagnosis_is_said_in_the_result(
+    rubric: Rubric, pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never silent: the grade's diagnosis_error names the engine and the rules left, and the grade is
+    provisional (never below the per-check sum)."""
+    monkeypatch.setattr(examine_module, "Engine", functools.partial(Engine, max_runs=5))
+    result = grade(REPO / "tests" / "realistic" / "mask_fill_minus_1e9.py", rubric, pool=pool, visuals=False)
+    error = result.diagnosis_error
+    assert error is not None and error.passes == ["engine"] and error.type == "BudgetSpent"
+    assert "prove" in error.message and "search" in error.message
+    assert result.provisional and result.score >= (result.score_by_checks or 0.0)
+    assert len(result.diagnosis_steps) == 5
 
 
 def test_every_rule_of_the_diagnosis_has_its_slots_and_one_writer_per_slot() -> None:
