@@ -32,7 +32,7 @@ from grader.diagnosis._direct import (
     _own,
     _uninstalled,
 )
-from grader.diagnosis._engine import Rule, Slot, View
+from grader.diagnosis._engine import Rule, Slot
 from grader.diagnosis._known import PROBES, attention_probes, student_side
 from grader.diagnosis._naming import known_cause, mutation_cause
 from grader.diagnosis._pointing import point
@@ -42,7 +42,7 @@ from grader.diagnosis._where import ATTENTION, Where, absorbed, by_dtype, by_fla
 GIVEN = ("head", "ref", "rubric", "seed", "checks", "failing", "failed", "passed")
 
 Proposal = Mapping[str, object]
-# a rule's view, typed loosely: each rule reads the slots it declares, whatever their types
+# a rule's view of the state (``_engine.View``), typed loosely: each rule reads the slots it declares
 S = Any
 
 
@@ -232,7 +232,7 @@ def _rule(name: str, reads: str, fn: Any, **default: object) -> Rule:
     return Rule(name, tuple(reads.split()), tuple(default), fn, default)
 
 
-NOTHING: dict[str, list[object]] = {"r0": [], "r1": []}
+NO_SLIPS: dict[str, list[object]] = {"r0": [], "r1": []}  # no dtype returned for another, out ("r0") or weights
 
 RULES: list[Rule] = [
     _rule("probe", "head", probe, seen=dict.fromkeys(PROBES)),
@@ -243,7 +243,7 @@ RULES: list[Rule] = [
     _rule("dtype_everywhere", "head failing seen where", dtype_everywhere, dtype_first=None, bad_first=""),
     _rule("absorb", "causes_crashed size flag width dtype_first", absorb, causes_absorbed=Slot("causes_crashed")),
     _rule("probe_where", "head seen where", probe_where, probes=[], runs=None),
-    _rule("contract", "head probes runs failed where", contract, contract=[], slips=NOTHING),
+    _rule("contract", "head probes runs failed where", contract, contract=[], slips=NO_SLIPS),
     _rule("search", "head probes runs passed failed where", search, found=None),
     _rule("naming", "found failed where", naming, named=[]),
     _rule("replay", "named found failing ref rubric seed", replay, mutations=Slot("named")),
@@ -283,5 +283,3 @@ RULES: list[Rule] = [
     ),
     _rule("one_choice_named", "causes_proved slips bad", one_choice_named, causes=Slot("causes_proved")),
 ]
-
-__all__ = ["GIVEN", "RULES", "View"]
