@@ -18,6 +18,7 @@ from grader.diagnosis._known import (
     Probe,
     Seen,
 )
+from grader.diagnosis._lines import GRAPH_CUT
 from grader.diagnosis._mutations import Fit, forward
 from grader.diagnosis._naming import (
     LEAKY,
@@ -25,7 +26,6 @@ from grader.diagnosis._naming import (
     contract_cause,
     n_checks,
 )
-from grader.diagnosis._pointing import GRAPH_CUT
 from grader.diagnosis._where import (
     ARGS,
     ATTENTION,
