@@ -16,7 +16,7 @@ Share, by kind:
 A head "points right" when every line its causes point at is a line to edit and there is at least one. Timing:
 cold ``python -m grader HEAD --json`` processes, run in alternation, medians of ``--runs``: a failing head
 (gpt_walkthrough_head) and a passing one (the reference), each as it is and with the tracing step switched off
-(``grader.diagnosis._examine.point`` replaced by the identity before the grade starts). Goal: at most +10% on the
+(``grader.diagnosis._rules.point`` replaced by the identity before the grade starts). Goal: at most +10% on the
 failing head, nothing on the passing one (it is never traced: no check fails).
 """
 
@@ -134,9 +134,9 @@ def share() -> None:
 # Both runs import the diagnosis before the grade starts (so that the import order, which decides how much of
 # the worker's start overlaps the grader's own torch import, is the same); one then switches tracing off, the
 # other times it.
-PATCHED = "import grader.diagnosis._examine as d; d.point = lambda head, causes, *a, **k: causes; "
+PATCHED = "import grader.diagnosis._rules as d; d.point = lambda head, causes, *a, **k: causes; "
 TIMED = (
-    "import sys, time, atexit, grader.diagnosis._examine as d; _p = d.point; _t = [0.0]\n"
+    "import sys, time, atexit, grader.diagnosis._rules as d; _p = d.point; _t = [0.0]\n"
     "def _timed(*a, **k):\n t0 = time.perf_counter(); r = _p(*a, **k); _t[0] += time.perf_counter() - t0; return r\n"
     "d.point = _timed; atexit.register(lambda: sys.stderr.write(f'TRACE {_t[0]:.3f}\\n'))\n"
 )

@@ -212,10 +212,11 @@ class DiagnosisError(_Strict):
 
 
 class DiagnosisStep(_Strict):
-    """One pass of the diagnosis over one submission: how often it ran, what it cost and whether it changed
-    anything (issue 51: the result says which passes did what; a report can show how the causes were found)."""
+    """One rule of the diagnosis's engine over one submission: how often it ran, what it cost and whether it
+    changed anything (issue 51: the result says which rules did what; a report can show how the causes were
+    found)."""
 
-    name: str = Field(description="The pass, e.g. 'crashes', 'search', 'point', 'prove'.")
+    name: str = Field(description="The rule, e.g. 'crashes', 'search', 'point', 'prove'.")
     runs: int = Field(description="How many times it ran.")
     changed: int = Field(description="How many of those runs answered something else than finding nothing.")
     raised: int = Field(default=0, description="How many raised (the grader's own error, recorded apart).")
@@ -481,7 +482,7 @@ class GradeResult(_Strict):
     )
     diagnosis_steps: list[DiagnosisStep] = Field(
         default_factory=list,
-        description="The diagnosis's passes in the order they first ran, with what each did and cost (empty when "
+        description="The diagnosis's rules in the order they first ran, with what each did and cost (empty when "
         "nothing failed).",
     )
     diagnosis_complete: DiagnosisProof | None = Field(

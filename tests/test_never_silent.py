@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import grader.diagnosis._examine as examine_module
+import grader.diagnosis._rules as rules_module
 from grader.batch import submission_status
 from grader.diagnosis import examine
 from grader.gradescope import results_json
@@ -60,7 +61,7 @@ def test_a_raising_pass_is_recorded_and_the_others_keep_their_causes(
 ) -> None:
     """The pass that points causes at their lines raises: the cause the search found stays (without a line),
     and the exception is in the examination, not on stderr only."""
-    monkeypatch.setattr(examine_module, "point", _boom)
+    monkeypatch.setattr(rules_module, "point", _boom)
     exam = _examined(tmp_path, rubric, pool)
     assert [d.id for d in exam.causes] == ["no_scaling"]
     assert exam.causes[0].where is None
@@ -89,7 +90,7 @@ def test_the_grade_records_it_and_never_counts_below_the_checks(
 ) -> None:
     """The search raises: no_scaling is not found, so the grade is counted by checks (never less), marked
     provisional, and the batch calls it a grader error (retried on its next run)."""
-    monkeypatch.setattr(examine_module, "_changes", _boom)
+    monkeypatch.setattr(rules_module, "_changes", _boom)
     (tmp_path / "attention_head.py").write_text(UNSCALED, encoding="utf-8")
     only = ["causal_mask", "score_scaling", "reference_match"]
     result = grade(tmp_path / "attention_head.py", rubric, pool=pool, visuals=False, only=only, parallel=False)

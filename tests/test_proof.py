@@ -200,12 +200,12 @@ def test_the_proof_is_a_strict_model() -> None:
 def test_the_graders_own_exception_in_the_proof_is_recorded_and_changes_no_cause(
     tmp_path: Path, rubric: Rubric, pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import grader.diagnosis._examine as examine_module
+    import grader.diagnosis._rules as rules_module
 
     def boom(*args: object) -> object:
         raise RuntimeError("a bug of the proof's own")
 
-    monkeypatch.setattr(examine_module, "prove", boom)
+    monkeypatch.setattr(rules_module, "prove", boom)
     result = _graded(tmp_path, BY_DK, rubric, pool)
     assert result.diagnosis_error is not None and result.diagnosis_error.passes == ["prove"]
     assert [d.id for d in result.diagnosis] == ["scale_by_dk"] and result.diagnosis_complete is None

@@ -176,11 +176,18 @@ def test_the_search_s_swapped_projections_are_what_their_seen_says() -> None:
     } == SUBSTITUTED
 
 
+def _line_constant(name: str) -> object:
+    """A constant of the line rules, wherever it lives (the trace's lines in _lines, the walk's in _pointing)."""
+    from grader.diagnosis import _lines, _pointing
+
+    return getattr(_lines, name) if hasattr(_lines, name) else getattr(_pointing, name)
+
+
 def test_the_lines_and_the_crashes_are_derived_from_the_registry_and_equal_what_the_code_said() -> None:
-    from grader.diagnosis import _pointing, _where
+    from grader.diagnosis import _lines, _where
 
     for name, written in WRITTEN_LINES.items():
-        derived = getattr(_pointing, name)
+        derived = _line_constant(name)
         same = set(derived) == set(written) if name == "TRACED" else derived == written
         assert same, (name, derived, written)
     rules = {
@@ -188,9 +195,9 @@ def test_the_lines_and_the_crashes_are_derived_from_the_registry_and_equal_what_
         "RETURNING": "returning", "RETURNED_ONLY": "returned_only", "MADE_BY": "made_by", "LEAVING": "leaving",
     }  # fmt: skip
     for name, rule in rules.items():  # each constant is what the registry's line says
-        assert set(getattr(_pointing, name)) == {cid for cid, c in table().items() if rule in c.line}, name
-    assert {c.leaves for c in table().values() if c.leaves} == set(_pointing.LEAVING.values())
-    assert {r for c in table().values() for r in c.line} == _pointing.LINE_RULES  # no rule without a kind either
+        assert set(_line_constant(name)) == {cid for cid, c in table().items() if rule in c.line}, name  # type: ignore[call-overload]
+    assert {c.leaves for c in table().values() if c.leaves} == set(_lines.LEAVING.values())
+    assert {r for c in table().values() for r in c.line} == _lines.LINE_RULES  # no rule without a kind either
     for name, cid in WRITTEN_CRASHES.items():
         assert getattr(_where, name) == cid and table()[cid].varies is not None, name
     assert {c.varies for c in table().values() if c.varies} == set(_where.VARIED)
@@ -202,7 +209,7 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
     """A slot the error model does not have, a constant fitted without a slot, a slot on a kind that is no
     mutation, a refinement of a kind the search never names, a ``seen`` that no finding can hold, a line rule or a
     leaving op no code has, or a crash varying what no probe varies is refused when causes.toml is read."""
-    from grader.diagnosis import _pointing, _where
+    from grader.diagnosis import _lines, _where
     from grader.diagnosis._mutations import SLOTS
 
     text = _causes.TABLE.read_text(encoding="utf-8")
@@ -234,16 +241,16 @@ def test_an_entry_whose_slot_or_refinement_no_code_understands_fails(
             with pytest.raises((AssertionError, pydantic.ValidationError)):
                 _causes.slots(SLOTS)
                 _finding._seen()
-                _pointing._leaves()
-                for rule in _pointing.LINE_RULES:
-                    _causes.lined(rule, _pointing.LINE_RULES)
+                _lines._leaves()
+                for rule in _lines.LINE_RULES:
+                    _causes.lined(rule, _lines.LINE_RULES)
                 for varied in _where.VARIED:
                     _causes.varying(varied, _where.VARIED)
         finally:
             _causes.table.cache_clear()
             _finding._seen.cache_clear()
     monkeypatch.undo()
-    assert _causes.slots(SLOTS) == MUTATIONS and _finding._seen() and _pointing._leaves()  # the file itself reads
+    assert _causes.slots(SLOTS) == MUTATIONS and _finding._seen() and _lines._leaves()  # the file itself reads
 
 
 def test_what_a_seen_can_ask_is_what_a_finding_holds() -> None:

@@ -108,7 +108,7 @@ def test_the_definitions_only_note_counts_no_docstring(tmp_path: Path) -> None:
 def test_an_own_cause_title_is_never_cut_mid_word() -> None:
     """The performance cause's title was cut at 160 characters, mid-word ('fastest of alter')."""
     from grader.checks._generation import LIMIT, PERF_SHAPE
-    from grader.diagnosis._examine import _own
+    from grader.diagnosis._direct import _own
 
     long = (
         f"Your head is 31.2x slower than the plain batched formula at T = {PERF_SHAPE.T} (yours 812 ms, formula "

@@ -12,6 +12,18 @@ Three kinds of cause, each explaining some of the failing checks:
 * ``contract``: a breach of the calling contract seen directly: outputs in another dtype than the
   inputs, or no autograd graph at all (a NumPy head); the values may well be right.
 
+How they are found (issue 51): one state and rules run to a fixpoint. ``_examine`` gives the engine (``_engine``)
+the check results and the head as the state's given slots; each rule of ``_rules`` (a crash's place, a width, the
+flag, a dtype, the search, the known bugs, the causes seen directly, one decision named once, the walk, the
+proof) declares the slots it reads and the slots it writes, every slot has one writer, and its proposal goes
+through one acceptance point (``Engine.accept``). The engine runs a rule whose reads are settled until none is
+due, so the causes do not depend on the order the rules are listed in; each run is recorded
+(``GradeResult.diagnosis_steps``), and a rule that raises, or a budget that ends, is the result's
+``diagnosis_error``, never silent::
+
+    given: head, checks, failing ... --> rule(reads) --proposal--> Engine.accept --> slots(writes) --> ...
+    causes_crashed -> causes_absorbed -> causes_found -> ... -> causes_pointed -> causes_proved -> causes
+
 Every cause's words, the checks it breaks and its default price live in ``causes.toml`` (or, for a known
 bug, with the bug): both editions name and price the same causes alike. The package reaches student code
 only through :class:`grader.head.Head`. A correct head and a head that matches nothing get no cause: a
@@ -40,8 +52,8 @@ if TYPE_CHECKING:
     from grader.diagnosis._known import Seen, indistinguishable, same
     from grader.diagnosis._naming import cause_ids, prices
 
-# Exports resolve on first use: the engine (_examine and the passes it runs) is imported only for a head that fails
-# something, while the grader reads the catalog's ids and prices from the light modules (issue 37).
+# Exports resolve on first use: the engine (_examine, _engine and the rules it runs) is imported only for a head that
+# fails something, while the grader reads the catalog's ids and prices from the light modules (issue 37).
 _EXPORTS = {
     "Examination": "_examine",
     "Seen": "_known",
