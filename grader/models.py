@@ -217,6 +217,9 @@ class DiagnosisStep(_Strict):
     found)."""
 
     name: str = Field(description="The rule, e.g. 'crashes', 'search', 'point', 'prove'.")
+    says: str = Field(
+        default="", description="What the rule does, in words (the report's 'how these causes were found')."
+    )
     runs: int = Field(description="How many times it ran.")
     changed: int = Field(description="How many of those runs answered something else than finding nothing.")
     raised: int = Field(default=0, description="How many raised (the grader's own error, recorded apart).")

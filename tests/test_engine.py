@@ -191,3 +191,23 @@ def test_the_same_head_gets_the_same_causes_whatever_the_rule_order(
             assert other.error is None and other.unfinished == ()
             assert sorted(other.order) == sorted(first.order) == sorted(r.name for r in listed)
     assert any(other.order != exams[0].order for exams in seen for other in exams[1:])
+
+
+def test_the_report_says_how_the_causes_were_found(rubric: Rubric, pool: WorkerPool) -> None:
+    """Issue 51: the result records each rule that ran, in order, with its words; the report's "how these causes
+    were found" lists them, the ones that found something marked. A passing head ran no rule and shows none."""
+    from grader.report.html import render_html
+
+    result = grade(REPO / "tests" / "realistic" / "mask_fill_minus_1e9.py", rubric, pool=pool, visuals=False)
+    steps = result.diagnosis_steps
+    assert [s.name for s in steps] == [r.name for r in rules_module.RULES if r.name in {s.name for s in steps}]
+    assert {s.name for s in steps} == {r.name for r in rules_module.RULES}  # every rule ran, once
+    assert all(s.says == rules_module.SAYS[s.name] and s.runs == 1 for s in steps)
+    assert any(s.changed for s in steps if s.name == "search")
+    page = render_html(result)
+    section = page[page.index('<details class="how-found">') : page.index("</details>", page.index("how-found"))]
+    assert f"{len(steps)} steps, in the order they ran" in section
+    assert section.count("<li>") == len(steps)
+    assert "searched the error model" in section and "found something" in section and "found nothing" in section
+    passing = grade(REPO / "reference" / "attention_head.py", rubric, pool=pool, visuals=False)
+    assert passing.diagnosis_steps == [] and "how-found" not in render_html(passing)

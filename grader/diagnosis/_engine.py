@@ -54,11 +54,11 @@ class Passes:
         self.count(name, changed=not raised and not same(answer, before), raised=raised, started=started)
         return answer
 
-    def count(self, name: str, *, changed: bool, raised: bool, started: float) -> None:
-        """One run of pass ``name``, begun at ``started`` (``time.perf_counter``), in :attr:`steps`."""
-        this = DiagnosisStep(
-            name=name, runs=1, changed=changed, raised=raised, seconds=round(time.perf_counter() - started, 4)
-        )
+    def count(self, name: str, *, changed: bool, raised: bool, started: float, says: str = "") -> None:
+        """One run of pass ``name`` (doing what ``says``), begun at ``started`` (``time.perf_counter``), in
+        :attr:`steps`."""
+        seconds = round(time.perf_counter() - started, 4)
+        this = DiagnosisStep(name=name, says=says, runs=1, changed=changed, raised=raised, seconds=seconds)
         self.steps[name] = self.steps[name].plus(this) if name in self.steps else this
 
     def record(self, name: str, exc: BaseException) -> None:
@@ -107,6 +107,7 @@ class Rule:
     writes: tuple[str, ...]
     fn: Callable[[View], Mapping[str, object]]
     default: Mapping[str, object]
+    says: str = ""  # what it does, in words (the report's "how these causes were found")
 
     def __post_init__(self) -> None:
         if set(self.default) != set(self.writes):
@@ -220,7 +221,7 @@ class Engine:
             proposal, raised = default, True
             self.accept(rule, proposal)
         changed = not raised and not all(same(proposal.get(k), default[k]) for k in rule.writes)
-        self.passes.count(rule.name, changed=changed, raised=raised, started=started)
+        self.passes.count(rule.name, changed=changed, raised=raised, started=started, says=rule.says)
         self.order.append(rule.name)
 
 

@@ -228,9 +228,46 @@ def one_choice_named(s: S) -> Proposal:
 
 
 def _rule(name: str, reads: str, fn: Any, **default: object) -> Rule:
-    """A rule from its slots as words: the slots it reads, those it writes (``default``'s keys)."""
-    return Rule(name, tuple(reads.split()), tuple(default), fn, default)
+    """A rule from its slots as words: the slots it reads, those it writes (``default``'s keys); what it does in
+    words is its :data:`SAYS`."""
+    return Rule(name, tuple(reads.split()), tuple(default), fn, default, SAYS[name])
 
+
+# what each rule does, in words: the report's "how these causes were found" lists them (issue 51)
+SAYS = {
+    "probe": "ran each function of the contract once on small fixed inputs",
+    "crashes": "grouped the failures that stopped several checks by the exception raised",
+    "by_size": "tried sequence lengths from 1 to 512 to see which ones the head takes",
+    "by_flag": "ran the head with causal on and off to see whether one branch alone fails",
+    "by_width": "tried other widths and batch sizes to see which ones the head takes",
+    "dtype_everywhere": "where every float64 call raised, tried float32, float16 and bfloat16",
+    "absorb": "folded the crashes that one length, branch, width or dtype explains into that one cause",
+    "probe_where": "probed the head again where it runs (the length, branch and widths it takes)",
+    "contract": "checked the dtypes and the autograd graph of what the head returns",
+    "search": "searched the error model for the changes of the lecture's head that reproduce the head's values",
+    "naming": "named each change the search found, with the failing checks it explains",
+    "replay": "ran the failing checks on the lecture's head with those changes, to see which checks each explains",
+    "makers": "noted the changes that make the head's outputs non-finite",
+    "known": "compared each function with the library's known bugs on the same inputs",
+    "gather": "gathered the causes found so far",
+    "by_dtype": "tried the input dtypes one by one, for a crash in some dtypes only",
+    "missing": "named the required functions that are missing",
+    "uninstalled": "named the packages the head imports that are not installed",
+    "breaches": "named the breaches of the calling contract the checks saw",
+    "graph_cut": "looked for inputs cut from the autograd graph",
+    "by_maker": "credited the non-finite failures to the cause that makes them",
+    "non_finite": "named the outputs that hold no finite number",
+    "own": "gave each failing check that no cause explains a cause of its own",
+    "one_choice": "merged causes that are one decision named twice",
+    "point": (
+        "followed the head's own computation stage by stage, replacing each value that departs from the lecture's, "
+        "to the line of each cause"
+    ),
+    "widths": "merged the projections' width crashes into one",
+    "made_non_finite": "folded the non-finite failures into the cause that makes them",
+    "prove": "ran the checks again with every replacement made, to prove the causes explain the failures",
+    "one_choice_named": "merged a part the walk named with the decision it belongs to",
+}
 
 NO_SLIPS: dict[str, list[object]] = {"r0": [], "r1": []}  # no dtype returned for another, out ("r0") or weights
 

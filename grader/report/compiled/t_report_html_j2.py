@@ -1,5 +1,5 @@
 # Made by `python -m grader.report.compiled` from grader/report/templates/report.html.j2: do not edit.
-FINGERPRINT = "8bf651eadb3354ccc7a41ba031ef392ef7f6740cccbd66d63fdc922a6bbc9068"
+FINGERPRINT = "80cbed4d8d47db661e061b50b7636d6a96453436c396390fed6fb033950b1547"
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'report.html.j2'
 
@@ -324,7 +324,40 @@ def root(context, missing=missing):
             yield '<p class="diagnosis-complete"><strong>'
             yield escape(context.call(environment.getattr((undefined(name='w') if l_0_w is missing else l_0_w), 'diagnosis_complete_line'), (undefined(name='r') if l_0_r is missing else l_0_r)))
             yield '</strong></p>'
-        yield '<p class="small muted">A change or a known bug is named only when your head behaves exactly like it on every input we probed. It is a strong hint, not a verdict: the checks below are what count.</p>\n</section>\n'
+        yield '<p class="small muted">A change or a known bug is named only when your head behaves exactly like it on every input we probed. It is a strong hint, not a verdict: the checks below are what count.</p>\n'
+        if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'diagnosis_steps'):
+            pass
+            yield '<details class="how-found"><summary>How these causes were found: '
+            yield escape(t_4(environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'diagnosis_steps')))
+            yield ' steps, in the order they ran</summary>\n<ol class="small">\n'
+            for l_1_st in environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'diagnosis_steps'):
+                _loop_vars = {}
+                pass
+                yield '<li><span class="mono">'
+                yield escape(environment.getattr(l_1_st, 'name'))
+                yield '</span>: '
+                yield escape((environment.getattr(l_1_st, 'says') or 'a step of the diagnosis'))
+                yield ' — '
+                if environment.getattr(l_1_st, 'raised'):
+                    pass
+                    yield "<strong>raised</strong> (the grader's own error: what it would have found is missing)"
+                elif environment.getattr(l_1_st, 'changed'):
+                    pass
+                    yield '<strong>found something</strong>'
+                else:
+                    pass
+                    yield 'found nothing'
+                if (environment.getattr(l_1_st, 'runs') > 1):
+                    pass
+                    yield ', '
+                    yield escape(environment.getattr(l_1_st, 'runs'))
+                    yield ' runs'
+                yield ' ('
+                yield escape(('%.2f' % environment.getattr(l_1_st, 'seconds')))
+                yield ' s)</li>\n'
+            l_1_st = missing
+            yield '</ol>\n</details>\n'
+        yield '</section>\n'
     if environment.getattr((undefined(name='r') if l_0_r is missing else l_0_r), 'notes'):
         pass
         yield '<div class="callout">'
@@ -760,4 +793,4 @@ def root(context, missing=missing):
     yield '</footer>\n</main>\n</body>\n</html>\n'
 
 blocks = {}
-debug_info = '1=86&8=89&10=93&17=101&18=112&26=122&28=124&29=136&31=140&32=145&33=150&35=161&38=183&39=185&40=188&41=200&42=208&46=210&53=221&56=224&57=227&58=233&59=237&60=239&61=247&62=250&63=252&65=255&68=269&69=271&70=276&72=279&73=282&74=285&75=287&82=304&83=306&84=308&87=315&88=320&92=326&93=329&102=338&103=343&104=346&105=348&106=354&107=362&108=364&110=367&112=372&113=374&114=377&115=406&125=417&129=420&130=424&131=427&132=431&133=443&134=447&135=449&136=452&138=459&139=461&140=466&141=473&143=476&146=478&148=481&150=504&152=507&154=509&155=516&156=519&158=523&160=529&170=535&171=540&172=543&173=545&174=552&175=554&177=558&179=568&180=574&181=580&182=583&184=594&186=596&188=599&190=601&192=605&193=607&194=613&195=619&199=634&200=648&202=650&203=652&205=656&206=662&213=668&218=674&219=678&220=690&231=701&232=703&239=712&243=726&245=730&246=735&247=747'
+debug_info = '1=86&8=89&10=93&17=101&18=112&26=122&28=124&29=136&31=140&32=145&33=150&35=161&38=183&39=185&40=188&41=200&42=208&46=210&53=221&56=224&57=227&58=233&59=237&60=239&61=247&62=250&63=252&65=255&68=269&69=271&70=276&72=279&73=282&74=285&75=287&82=304&83=306&84=308&87=315&88=320&90=326&91=329&93=331&99=359&100=362&109=371&110=376&111=379&112=381&113=387&114=395&115=397&117=400&119=405&120=407&121=410&122=439&132=450&136=453&137=457&138=460&139=464&140=476&141=480&142=482&143=485&145=492&146=494&147=499&148=506&150=509&153=511&155=514&157=537&159=540&161=542&162=549&163=552&165=556&167=562&177=568&178=573&179=576&180=578&181=585&182=587&184=591&186=601&187=607&188=613&189=616&191=627&193=629&195=632&197=634&199=638&200=640&201=646&202=652&206=667&207=681&209=683&210=685&212=689&213=695&220=701&225=707&226=711&227=723&238=734&239=736&246=745&250=759&252=763&253=768&254=780'
