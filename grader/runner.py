@@ -171,15 +171,19 @@ def grade(
             results = [uncovered(r, results) if r.id == "student_tests" else r for r in results]
             results += [hidden_pending(cid, points, seed) for cid, points in rubric.pending.items() if not only]
             mark("checks done")
-            exam = _examine(results, head, ref, rubric, seed)
-            mark("diagnosis done")
+            # where the head runs first (the diagnosis's rules of lengths, flag and widths alone): the checks a length
+            # stopped run again there, then the diagnosis goes on from that state (issue 51: its rules run once, but
+            # those that read what the checks run again changed)
+            exam = _examine(results, head, ref, rubric, seed, where_only=True)
             again = _stopped_by_length(exam) if exam else []
             if exam and again and (exam.where.runs_at is not None or exam.where.square):  # where the head runs
                 results = _run_at_length(again, exam.where, lambda cid: run(cid, head), results, memo)
-                first, exam = exam, _examine(results, head, ref, rubric, seed)
+            if exam:
+                first, exam = exam, _examine(results, head, ref, rubric, seed, previous=exam)
                 if first.error and not (exam and exam.error):  # the first diagnosis's exception is still said
                     exam = replace(exam, error=first.error) if exam else replace(first, causes=[], stopped=())
                 exam = replace(exam, steps=_both(first.steps, exam.steps)) if exam else exam  # both cost
+            mark("diagnosis done")
             diagnosis = [_as_written(d, sub) for d in _slow_lines(exam.causes, results, head, sub)] if exam else []
             error = exam.error if exam else None
             proof = exam.proof if exam and diagnosis else None  # the diagnosis proven complete (issue 35)
@@ -494,7 +498,16 @@ def _as_written(d: Diagnosis, sub: Prepared) -> Diagnosis:
     return d.model_copy(update={"where": w.model_copy(update=moved)})
 
 
-def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric, seed: int) -> Examination | None:
+def _examine(
+    results: list[CheckResult],
+    head: Head,
+    ref: Oracle,
+    rubric: Rubric,
+    seed: int,
+    previous: Examination | None = None,
+    *,
+    where_only: bool = False,
+) -> Examination | None:
     """The root causes of the failing checks; None when no check failed: the diagnosis is imported only for a head
     that fails something (about 50 ms of the grader's CPU that a passing head never needs, issue 37). ``examine``
     never raises: the grader's own exception in one of its passes is recorded in ``Examination.error`` (then
@@ -504,7 +517,7 @@ def _examine(results: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric
         return None
     from grader.diagnosis import examine
 
-    return examine(graded, head, ref, rubric, seed)
+    return examine(graded, head, ref, rubric, seed, previous, where_only=where_only)
 
 
 def _both(first: list[DiagnosisStep], then: list[DiagnosisStep]) -> list[DiagnosisStep]:

@@ -3,7 +3,7 @@ a fixpoint; and the same causes for a head whatever order the rules are listed i
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import random
 import time
 from collections.abc import Mapping
@@ -120,13 +120,19 @@ def test_a_budget_that_ends_the_diagnosis_is_said_in_the_result(
 ) -> None:
     """Never silent: the grade's diagnosis_error names the engine and the rules left, and the grade is
     provisional (never below the per-check sum)."""
-    monkeypatch.setattr(examine_module, "Engine", functools.partial(Engine, max_runs=5))
+
+    @dataclasses.dataclass
+    class Tight(Engine):
+        max_runs: int | None = 5
+
+    monkeypatch.setattr(examine_module, "Engine", Tight)
     result = grade(REPO / "tests" / "realistic" / "mask_fill_minus_1e9.py", rubric, pool=pool, visuals=False)
     error = result.diagnosis_error
     assert error is not None and error.passes == ["engine"] and error.type == "BudgetSpent"
     assert "prove" in error.message and "search" in error.message
     assert result.provisional and result.score >= (result.score_by_checks or 0.0)
-    assert len(result.diagnosis_steps) == 5
+    # where the head runs first (its lengths, flag and widths: 3 rules), then 5 runs of the rest
+    assert len(result.diagnosis_steps) == 3 + 5
 
 
 def test_every_rule_of_the_diagnosis_has_its_slots_and_one_writer_per_slot() -> None:
@@ -162,35 +168,46 @@ HEADS = [
 def test_the_same_head_gets_the_same_causes_whatever_the_rule_order(
     path: str, rubric: Rubric, pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every diagnosis of the grade is run three times on the same check results and head: with the rules as
-    listed and shuffled by two seeds. The causes (ids, titles, explains, lines: every field, so the score counted
-    from them too) and the proof are the same, while the rules did run in another order."""
+    """Every diagnosis of the grade is run three times on the same check results and head: as the grader runs it
+    (the rules as listed, where the head runs first and then on from that state) and from scratch with the rules
+    shuffled by two seeds. The causes (ids, titles, explains, lines: every field, so the score counted from them
+    too) and the proof are the same, while the rules did run in another order."""
     listed = list(rules_module.RULES)
     original = examine_module._examine
-    seen: list[list[Any]] = []
+    seen: list[tuple[tuple[str, ...] | None, Any, list[Any]]] = []
 
-    def thrice(*args: Any) -> examine_module.Examination:
-        exams = []
-        for seed in (None, 1, 2):
+    def thrice(
+        checks: Any, head: Any, ref: Any, rubric: Any, seed: Any, passes: Any, previous: Any = None, wanted: Any = None
+    ) -> examine_module.Examination:
+        """The examination as the grader runs it (where the head runs first, then on from that state), and twice
+        more from scratch with the rules shuffled."""
+        as_run = original(checks, head, ref, rubric, seed, passes, previous, wanted)
+        exams = [as_run]
+        for shuffle in (1, 2):
             rules = list(listed)
-            if seed is not None:
-                random.Random(seed).shuffle(rules)
+            random.Random(shuffle).shuffle(rules)
             monkeypatch.setattr(rules_module, "RULES", rules)
-            exams.append(original(*args[:-1], examine_module.Passes()))
-        seen.append(exams)
-        return exams[0]
+            exams.append(original(checks, head, ref, rubric, seed, examine_module.Passes(), None, wanted))
+        monkeypatch.setattr(rules_module, "RULES", listed)
+        seen.append((wanted, previous, exams))
+        return as_run
 
     monkeypatch.setattr(examine_module, "_examine", thrice)
     result = grade(REPO / "tests" / path, rubric, pool=pool, visuals=False)
     assert result.diagnosis and result.diagnosis_error is None and seen
-    for exams in seen:
+    names = sorted(r.name for r in listed)
+    assert [wanted for wanted, _, _ in seen][-1] is None  # the last examination is the whole diagnosis
+    for wanted, previous, exams in seen:
         first, *others = exams
         for other in others:
             assert [d.model_dump() for d in other.causes] == [d.model_dump() for d in first.causes]
             assert other.proof == first.proof and other.where == first.where and other.stopped == first.stopped
             assert other.error is None and other.unfinished == ()
-            assert sorted(other.order) == sorted(first.order) == sorted(r.name for r in listed)
-    assert any(other.order != exams[0].order for exams in seen for other in exams[1:])
+            if wanted is None:  # every rule ran once from scratch; as run, once over both examinations
+                assert sorted(other.order) == names
+                assert set(first.order) | set(previous.order if previous else ()) == set(names)
+        if wanted is None:
+            assert exams[1].order != exams[2].order  # the shuffles did change the order the rules ran in
 
 
 def test_the_report_says_how_the_causes_were_found(rubric: Rubric, pool: WorkerPool) -> None:
@@ -200,8 +217,8 @@ def test_the_report_says_how_the_causes_were_found(rubric: Rubric, pool: WorkerP
 
     result = grade(REPO / "tests" / "realistic" / "mask_fill_minus_1e9.py", rubric, pool=pool, visuals=False)
     steps = result.diagnosis_steps
-    assert [s.name for s in steps] == [r.name for r in rules_module.RULES if r.name in {s.name for s in steps}]
-    assert {s.name for s in steps} == {r.name for r in rules_module.RULES}  # every rule ran, once
+    assert [s.name for s in steps][:3] == ["by_size", "by_flag", "by_width"]  # where the head runs, first
+    assert sorted(s.name for s in steps) == sorted(r.name for r in rules_module.RULES)  # every rule ran, once
     assert all(s.says == rules_module.SAYS[s.name] and s.runs == 1 for s in steps)
     assert any(s.changed for s in steps if s.name == "search")
     page = render_html(result)

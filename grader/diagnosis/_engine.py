@@ -157,6 +157,7 @@ class Engine:
     versions: dict[str, int] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)  # the rules in the order they ran
     unfinished: tuple[str, ...] = ()
+    ran_at: dict[str, dict[str, int]] = field(default_factory=dict)  # rule -> the versions of its reads when it ran
 
     def __post_init__(self) -> None:
         writer: dict[str, str] = dict.fromkeys(self.given, "the caller")
@@ -173,6 +174,21 @@ class Engine:
         self.values = dict(self.given)
         self.versions = dict.fromkeys(writer, 0)
 
+    @classmethod
+    def resumed(cls, previous: Engine, given: Mapping[str, object], passes: Passes | None = None) -> Engine:
+        """The state ``previous`` reached, with the given slots as ``given`` says now: a given slot whose value
+        changed gets a new version, so that :meth:`run` runs again only the rules that read what changed and
+        those downstream of them (issue 51: a head examined again where it runs, after its checks stopped by a
+        length ran again there, does not pay the search and the walk twice when their inputs are the same)."""
+        engine = cls(previous.rules, given, passes or Passes(), previous.max_runs, previous.max_seconds)
+        engine.values, engine.versions = dict(previous.values), dict(previous.versions)
+        engine.ran_at = {name: dict(versions) for name, versions in previous.ran_at.items()}
+        for slot, value in given.items():
+            if slot not in previous.values or not same(value, previous.values[slot]):
+                engine.values[slot] = value
+                engine.versions[slot] = previous.versions.get(slot, 0) + 1
+        return engine
+
     def accept(self, rule: Rule, proposal: Mapping[str, object]) -> list[str]:
         """The one place the state changes: ``rule``'s proposal set, refusing a slot it does not write; each slot
         whose value changed gets a new version. Answers the slots that changed."""
@@ -187,13 +203,16 @@ class Engine:
                 changed.append(slot)
         return changed
 
-    def run(self) -> dict[str, object]:
-        """The rules run until none is due (or the budget is spent): the final values."""
-        seen: dict[str, dict[str, int]] = {}  # rule -> the versions of its reads when it last ran
-        budget = 4 * len(self.rules) if self.max_runs is None else self.max_runs
+    def run(self, wanted: Iterable[str] | None = None) -> dict[str, object]:
+        """The rules run until none is due (or the budget is spent): the final values. ``wanted``: only the rules
+        those slots need (their writers, and the writers of what those read), the others left for a later run of
+        the same state (:meth:`resumed`)."""
+        rules = self.rules if wanted is None else _upstream(self.rules, set(wanted))
+        seen = self.ran_at  # rule -> the versions of its reads when it last ran
+        budget = 4 * len(rules) if self.max_runs is None else self.max_runs
         started = time.perf_counter()
         while True:
-            due = [r for r in self.rules if r.name not in seen or _moved(r, seen[r.name], self.versions)]
+            due = [r for r in rules if r.name not in seen or _moved(r, seen[r.name], self.versions)]
             if not due:
                 return self.values
             spent = len(self.order) >= budget
@@ -223,6 +242,15 @@ class Engine:
         changed = not raised and not all(same(proposal.get(k), default[k]) for k in rule.writes)
         self.passes.count(rule.name, changed=changed, raised=raised, started=started, says=rule.says)
         self.order.append(rule.name)
+
+
+def _upstream(rules: list[Rule], wanted: set[str]) -> list[Rule]:
+    """The rules that ``wanted`` slots need: their writers and, in turn, the writers of what those read."""
+    needed, grew = set(wanted), True
+    while grew:
+        more = {s for r in rules if set(r.writes) & needed for s in r.reads} - needed
+        needed, grew = needed | more, bool(more)
+    return [r for r in rules if set(r.writes) & needed]
 
 
 def _moved(rule: Rule, versions: Mapping[str, int], now: Mapping[str, int]) -> bool:

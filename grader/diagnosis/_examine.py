@@ -50,6 +50,7 @@ class Examination:
     steps: list[DiagnosisStep] = field(default_factory=list)  # what each rule did and cost
     unfinished: tuple[str, ...] = ()  # the rules the engine's budget left unrun (also recorded in ``error``)
     order: tuple[str, ...] = ()  # the rules in the order the engine ran them
+    engine: Engine | None = field(default=None, repr=False, compare=False)  # its state, for an examination again
 
 
 def diagnose(
@@ -61,21 +62,38 @@ def diagnose(
 
 
 def examine(
-    checks: Iterable[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None = None, seed: int | None = None
+    checks: Iterable[CheckResult],
+    head: Head,
+    ref: Oracle,
+    rubric: Rubric | None = None,
+    seed: int | None = None,
+    previous: Examination | None = None,
+    *,
+    where_only: bool = False,
 ) -> Examination:
     """:func:`diagnose`, and where the head runs. Never raises for the grader's own error (issue 35): each pass
     runs on its own, one that raises leaves its part out and the others keep theirs, and the exception is
-    recorded in ``Examination.error``."""
+    recorded in ``Examination.error``. ``previous``: an examination of the same head (and reference) on earlier
+    check results, whose rules run again only where what they read changed. ``where_only``: only the rules that
+    find where the head runs (the lengths, the flag, the widths: ``where`` and ``stopped``), no cause yet; an
+    examination with it as ``previous`` goes on from there."""
     passes = Passes()
     try:
-        return _examine(list(checks), head, ref, rubric, seed, passes)
+        return _examine(list(checks), head, ref, rubric, seed, passes, previous, WHERE if where_only else None)
     except Exception as exc:  # outside every pass (the glue between them): nothing found is kept
         passes.record("examine", exc)
         return Examination([], error=passes.error(), steps=list(passes.steps.values()))
 
 
 def _examine(
-    checks: list[CheckResult], head: Head, ref: Oracle, rubric: Rubric | None, seed: int | None, passes: Passes
+    checks: list[CheckResult],
+    head: Head,
+    ref: Oracle,
+    rubric: Rubric | None,
+    seed: int | None,
+    passes: Passes,
+    previous: Examination | None = None,
+    wanted: tuple[str, ...] | None = None,
 ) -> Examination:
     failing = [c for c in checks if c.status in FAILING]
     if not failing:
@@ -90,15 +108,21 @@ def _examine(
         "failed": {c.id for c in failing},
         "passed": {c.id for c in checks if c.status == "passed"},
     }
-    engine = Engine(_rules.RULES, given, passes)
-    s = engine.run()
+    before = previous.engine if previous is not None else None
+    engine = Engine.resumed(before, given, passes) if before is not None else Engine(_rules.RULES, given, passes)
+    s = engine.run(wanted)
     where, size, width = cast(Where, s.get("where", Where())), s.get("size"), s.get("width")
     stopped = tuple(size.explains if isinstance(size, Diagnosis) else ())
     stopped += tuple(width.explains if isinstance(width, Diagnosis) and where.square else ())
     causes = _explained(cast(list[Diagnosis], s.get("causes", [])), failing)
     proof = cast(DiagnosisProof | None, s.get("proof"))
     steps = list(passes.steps.values())
-    return Examination(causes, where, stopped, passes.error(), proof, steps, engine.unfinished, tuple(engine.order))
+    return Examination(
+        causes, where, stopped, passes.error(), proof, steps, engine.unfinished, tuple(engine.order), engine
+    )
+
+
+WHERE = ("where", "size", "width")  # the slots that say where the head runs, and what its lengths stopped
 
 
 def warm_diagnosis(ref: Oracle, stop: Callable[[], bool] = lambda: False) -> None:
