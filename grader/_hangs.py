@@ -134,6 +134,10 @@ class HangRegistry:
             return None
         return next((h for h in self._hangs.get(key, []) if size.at_least(h.size)), None)
 
+    def hung(self, key: str) -> bool:
+        """Whether ``key`` timed out before, on any input."""
+        return bool(self._hangs.get(key))
+
     def __len__(self) -> int:
         return sum(len(v) for v in list(self._hangs.values()))  # list(): another thread may add a key
 

@@ -226,6 +226,7 @@ def non_finite(case: Case, causal: bool, out: torch.Tensor, weights: torch.Tenso
 
 
 EACH_REPLY_BYTES = 16 * 2**20  # one request of attention_each answers at most about this much
+AFTER_HANG = 0.25  # of the per-call limit: how long a call outside the checks waits on a function that hung
 
 
 def _fmt_shape(shape: tuple[int, ...] | list[int]) -> str:
@@ -301,13 +302,18 @@ class Head:
         timeout = self._shares.timeout_s(fn)
         if fn is not None and timeout <= 0:
             raise StudentFailure("timeout", self._shares.spent_message(fn, actual))
+        # a call made outside the checks (the diagnosis's probes: tiny inputs) to a function that hung before waits
+        # a part of the per-call limit only: a head that hangs at some lengths is graded in bounded time (issue 51)
+        after_hang = self.current_check is None and fn is not None and self.hangs.hung(fn)
+        if after_hang:
+            timeout = min(timeout, AFTER_HANG * self._limits.per_call_timeout_s)
         t0 = time.monotonic()
         reply = self._sandbox.request(op, params, tensors, timeout_s=timeout)
         self._shares.charge(fn, time.monotonic() - t0)  # the caller's whole wait, stopping the worker included
         on = f" on input {size.described}" if size is not None and size is not NO_INPUT else ""
         if reply.status == "timeout":
             self._restart_for = fn
-            per_call = fn is None or timeout >= self._limits.per_call_timeout_s
+            per_call = fn is None or timeout >= self._limits.per_call_timeout_s or after_hang
             slow = reply.header.get("slow") or {}
             site = (slow["file"], slow["line"], slow["code"]) if slow else None
             at = f"\nIt was at {site[0]}:{site[1]} (`{site[2]}`) when the limit came." if site else ""
@@ -317,6 +323,11 @@ class Head:
             if not per_call:
                 what = f"what was left of its share of the time budget ({self._shares.share_s(fn or ''):.3g} s),"
                 message = f"`{actual}` did not finish within {timeout:.3g} s, {what}{on}; the worker was stopped"
+            elif after_hang:
+                message = (
+                    f"`{actual}` did not finish within {timeout:.3g} s{on}, the limit of a call the diagnosis makes "
+                    "to a function that ran past the per-call limit before; the worker was stopped."
+                )
             else:  # the same first line as every refusal it causes (grader/_hangs.py): one slow function, one cause
                 message = (
                     f"{past_the_limit(actual, timeout)}\nIt did not finish within {timeout:g} s{on}; the worker "

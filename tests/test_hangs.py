@@ -160,6 +160,37 @@ def test_head_refuses_a_larger_input_at_once_and_still_tries_smaller_ones(
         assert len(head.hangs) == 1
 
 
+def test_a_call_outside_the_checks_waits_a_part_of_the_limit_on_a_function_that_hung(
+    tmp_path: Path, rubric: Rubric, pool: WorkerPool
+) -> None:
+    """Issue 51: a head that hangs beyond T = 5 took 62 s to grade: after its check's hang (20 s), the diagnosis's
+    own probes met the hang twice more at inputs the first does not cover (B=1, T=8; T=7), 20 s each. A call made
+    outside the checks to a function that hung before waits a quarter of the per-call limit; a function that never
+    hung keeps the whole limit, and a check's call too."""
+    from grader.head import AFTER_HANG
+
+    limits = SandboxLimits(per_call_timeout_s=2.0, per_submission_timeout_s=60)
+    with Sandbox(_submission(tmp_path, "hang_T_gt_5"), limits, pool=pool) as sandbox:
+        head = Head(sandbox, rubric.entry_points)
+        head.current_check = "causal_mask"
+        with pytest.raises(StudentFailure):
+            head.attention(make_case(Shape(2, 8, 4, 2, 3), seed=1))
+        head.current_check = None  # the diagnosis
+        with pytest.raises(StudentFailure) as hung:
+            head.attention(make_case(Shape(1, 7, 4, 3, 2), seed=2))  # not covered by the first: called
+        assert hung.value.status == "timeout"
+        assert hung.value.message == (
+            f"`causal_self_attention` did not finish within {AFTER_HANG * 2.0:.3g} s on input B=1, T=7, d=4, d_k=3, "
+            "d_v=2 (float64), the limit of a call the diagnosis makes to a function that ran past the per-call "
+            "limit before; the worker was stopped."
+        )
+        assert head.attention(make_case(Shape(1, 5, 4, 3, 2), seed=3)).out.shape == (1, 5, 2)  # it runs there
+        head.current_check = "future_perturbation"
+        with pytest.raises(StudentFailure) as in_a_check:
+            head.attention(make_case(Shape(1, 6, 4, 3, 2), seed=4))
+        assert "ran past the per-call limit (2 s)" in in_a_check.value.message  # a check's call: the whole limit
+
+
 def test_a_function_that_spent_its_share_is_not_called_again(tmp_path: Path, rubric: Rubric, pool: WorkerPool) -> None:
     # 1 s of a 100 s budget, far below the 20 s per-call limit; the other functions keep their default shares
     # (score_scale_statistics: 10 s), which no busy machine spends on the small call below (issue 36)
