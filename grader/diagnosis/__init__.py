@@ -19,7 +19,9 @@ proof) declares the slots it reads and the slots it writes, every slot has one w
 through one acceptance point (``Engine.accept``). The engine runs a rule whose reads are settled until none is
 due, so the causes do not depend on the order the rules are listed in; each run is recorded
 (``GradeResult.diagnosis_steps``), and a rule that raises, or a budget that ends, is the result's
-``diagnosis_error``, never silent::
+``diagnosis_error``, never silent. A grade runs the rules once: those that find where the head runs first
+(``Engine.run(wanted)``), then the same state goes on after the checks a length stopped ran again there
+(``Engine.resumed``: only the rules that read what changed run again)::
 
     given: head, checks, failing ... --> rule(reads) --proposal--> Engine.accept --> slots(writes) --> ...
     causes_crashed -> causes_absorbed -> causes_found -> ... -> causes_pointed -> causes_proved -> causes
