@@ -233,6 +233,53 @@ def test_a_passing_check_prunes_the_search(head_of: Diagnose) -> None:
     assert found[1].departure is not None and "float32" in found[1].departure.description
 
 
+def test_a_search_on_probes_an_earlier_one_began_with_skips_what_failed_there_and_finds_the_same() -> None:
+    """Issue 51 (bounded time): a head the model does not reproduce was searched twice over every combination, on
+    every probe and then on the ordinary ones alone, which begin alike. The second search skips the combinations
+    that failed on the probes both begin with, and answers what a search from scratch answers."""
+    import grader.diagnosis._search as search_module
+    from grader.diagnosis._known import attention_probes
+    from grader.diagnosis._mutations import Fit, forward
+
+    probes = [p for p in attention_probes() if "grad" not in p.options]
+    assert [p.huge for p in probes] == [False, False, True, True, False]  # ordinary ones first, then the huge
+
+    def seen(combo: tuple[str, ...], probe: object) -> Seen:
+        t = probe.tensors  # type: ignore[attr-defined]
+        causal = bool(probe.options["kwargs"]["causal"]["v"])  # type: ignore[attr-defined]
+        out_w = forward(t["X"], t["W_Q"], t["W_K"], t["W_V"], causal, combo, Fit({}))
+        assert out_w is not None
+        return Seen(values={"r0": out_w[0], "r1": out_w[1]})
+
+    ordinary = [p for p in probes if not p.huge]
+    runs = []
+    original = search_module._matched
+
+    def counted(*args: object, **kwargs: object) -> object:
+        runs.append(1)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    for huge_differs in (False, True):  # the head leaves the model on the first probe; on a huge one only
+        theirs = [seen(("scale_by_dk",), p) for p in probes]
+        k = 2 if huge_differs else 0
+        theirs[k] = Seen(values={"r0": theirs[k].values["r0"], "r1": torch.full_like(theirs[k].values["r1"], 0.5)})
+        full, tried = search_module.searched(probes, theirs, set())
+        assert full is None and tried.failed_at and set(tried.failed_at.values()) <= {0, 1, 2, 3, 4, 5}
+        some = [theirs[n] for n, p in enumerate(probes) if not p.huge]
+        fresh = search_module.search(ordinary, some, set())
+        runs.clear()
+        search_module._matched = counted  # type: ignore[assignment]
+        try:
+            again = search_module.search(ordinary, some, set(), tried)
+        finally:
+            search_module._matched = original
+        assert again == fresh
+        if huge_differs:  # the right combination failed past the shared probes: evaluated again, found
+            assert again is not None and again[0] == ("scale_by_dk",) and runs
+        else:  # every combination failed on the first probe, which both share: none evaluated again
+            assert again is None and runs == []
+
+
 # ---- crashes: one cause per failure, every stopped check pointing at it -----------------------------
 
 

@@ -22,7 +22,7 @@ from grader.diagnosis._naming import (
     violates,
 )
 from grader.diagnosis._replay import REPLAYABLE, responsible
-from grader.diagnosis._search import comparable, matches, reference_matches, search
+from grader.diagnosis._search import Tried, comparable, matches, reference_matches, search, searched
 from grader.diagnosis._where import (
     ATTENTION,
     Where,
@@ -54,10 +54,10 @@ def _changes(
     probes, theirs = [p for p, _ in pairs], comparable([s for _, s in pairs], [p for p, _ in pairs])
     if theirs is None:
         return None
-    found = ((), {}) if reference_matches(probes, theirs) else search(probes, theirs, passed)
+    found, tried = (((), {}), None) if reference_matches(probes, theirs) else searched(probes, theirs, passed)
     if not _fill_unseen(failed) or (found is not None and _pick(found[0], "fill") is not None):
         return found
-    base = found or _ordinary(probes, theirs, passed)
+    base = found or _ordinary(probes, theirs, passed, tried)
     if base is None or _pick(base[0], "fill") is not None:
         return found
     if _pick(base[0], "mask") is None:
@@ -112,11 +112,14 @@ def _traced_fill(
     return None
 
 
-def _ordinary(probes: list[Probe], theirs: list[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:
-    """The model found on the probes at ordinary scores alone."""
+def _ordinary(
+    probes: list[Probe], theirs: list[Seen], passed: set[str], tried: Tried | None = None
+) -> tuple[Combo, dict[str, float]] | None:
+    """The model found on the probes at ordinary scores alone (``tried``: the search on every probe, whose failures
+    on the ordinary probes before the first huge one need not be evaluated again)."""
     kept = [(p, s) for p, s in zip(probes, theirs, strict=True) if not p.huge]
     some, answers = [p for p, _ in kept], [s for _, s in kept]
-    return ((), {}) if reference_matches(some, answers) else search(some, answers, passed)
+    return ((), {}) if reference_matches(some, answers) else search(some, answers, passed, tried)
 
 
 def _ask(head: Head, probe: Probe) -> Seen | None:

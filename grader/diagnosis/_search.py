@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -48,25 +49,42 @@ def matches(
     """The fitted constants when the mutated reference reproduces the head on every probe, else None
     (``fitted``: constants already known, held fixed; ``tol``: the search's own by default). A scale rounded
     to float32 is tried in both forms (divided by the rounded 1/scale, multiplied by the rounded scale)."""
+    return _matched(combo, probes, theirs, fitted, tol)[0]
+
+
+def _matched(
+    combo: Combo,
+    probes: Sequence[Probe],
+    theirs: Sequence[Seen],
+    fitted: dict[str, float] | None = None,
+    tol: Tolerance | None = None,
+) -> tuple[Fit | None, int]:
+    """:func:`matches`, and how many probes it got past: the index of the probe it first failed (the same on
+    any list of probes that begins with those), or ``len(probes)`` when it failed after them or matched."""
     fitted = fitted or {}
     if "scale_in_float32" in combo and "divides" not in fitted:
-        tries = (matches(combo, probes, theirs, {**fitted, "divides": k}, tol) for k in (1.0, 0.0))
-        return next((f for f in tries if f is not None), None)
+        reached = 0
+        for k in (1.0, 0.0):
+            fit, got = _matched(combo, probes, theirs, {**fitted, "divides": k}, tol)
+            if fit is not None:
+                return fit, got
+            reached = max(reached, got)
+        return None, reached
     fit = Fit(dict(fitted))
     tol = tol or (FLOAT32 if "softmax_in_float32" in combo else MATCH)
-    for probe, seen in zip(probes, theirs, strict=True):
+    for n, (probe, seen) in enumerate(zip(probes, theirs, strict=True)):
         t = probe.tensors
         causal = bool(probe.options["kwargs"]["causal"]["v"])
         out_w = forward(t["X"], t["W_Q"], t["W_K"], t["W_V"], causal, combo, fit, seen.values["r1"])
         if out_w is None:
-            return None
+            return None, n
         if not all(_close(ours, seen.values[k], tol) for ours, k in zip(out_w, ("r0", "r1"), strict=True)):
-            return None
+            return None, n
     if any(FITTED[m] not in fit.values for m in combo if m in FITTED):
-        return None  # a constant never showed itself: the plain reference explains these probes
+        return None, len(probes)  # a constant never showed itself: the plain reference explains these probes
     if "scale_constant" in combo and fit.coincide:
-        return None  # the constant is the right scale, or a named one, on every probe: not a constant
-    return fit
+        return None, len(probes)  # the constant is the right scale, or a named one, on every probe: not a constant
+    return fit, len(probes)
 
 
 def comparable(theirs: Sequence[Seen] | None, probes: Sequence[Probe] | None = None) -> list[Seen] | None:
@@ -94,38 +112,81 @@ def _shaped(probe: Probe, out: torch.Tensor, weights: torch.Tensor) -> bool:
     return out.dim() == 3 and tuple(out.shape[:2]) == (B, T) and tuple(weights.shape) == (B, T, T)
 
 
-def search(probes: Sequence[Probe], theirs: Sequence[Seen], passed: set[str]) -> tuple[Combo, dict[str, float]] | None:
-    """The smallest combination of mutations that reproduces the head exactly, with its constants."""
+@dataclass
+class Tried:
+    """A search's probes, the head's answers, and the probe each combination it evaluated first failed at: a later
+    search whose probes begin as these do skips the combinations that failed within that beginning (they fail
+    there too, the fitted constants being made from the same probes): the same answer, the work done once."""
+
+    probes: Sequence[Probe]
+    theirs: Sequence[Seen]
+    failed_at: dict[Combo, int] = field(default_factory=dict)
+
+    def shared(self, probes: Sequence[Probe], theirs: Sequence[Seen]) -> int:
+        """How many probes (and answers) ``probes`` begin with that these began with: the same objects."""
+        n = 0
+        for pa, pb, sa, sb in zip(self.probes, probes, self.theirs, theirs, strict=False):
+            if pa is not pb or sa is not sb:
+                break
+            n += 1
+        return n
+
+
+def search(
+    probes: Sequence[Probe], theirs: Sequence[Seen], passed: set[str], earlier: Tried | None = None
+) -> tuple[Combo, dict[str, float]] | None:
+    """The smallest combination of mutations that reproduces the head exactly, with its constants. ``earlier``: an
+    earlier search of the same head (:class:`Tried`, from :func:`searched`), whose failures on the probes both
+    begin with are not evaluated again."""
+    return searched(probes, theirs, passed, earlier)[0]
+
+
+def searched(
+    probes: Sequence[Probe], theirs: Sequence[Seen], passed: set[str], earlier: Tried | None = None
+) -> tuple[tuple[Combo, dict[str, float]] | None, Tried]:
+    """:func:`search`, and what it tried (for a later search on probes that begin as these do)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: one thread is ten times faster than several contending
     try:
-        return _search(probes, theirs, candidates(passed), MAX_EVALUATIONS)
+        return _search(probes, theirs, candidates(passed), MAX_EVALUATIONS, earlier)
     finally:
         torch.set_num_threads(threads)
 
 
 def _search(
-    probes: Sequence[Probe], theirs: Sequence[Seen], allowed: dict[str, list[str]], budget: int
-) -> tuple[Combo, dict[str, float]] | None:
+    probes: Sequence[Probe],
+    theirs: Sequence[Seen],
+    allowed: dict[str, list[str]],
+    budget: int,
+    earlier: Tried | None = None,
+) -> tuple[tuple[Combo, dict[str, float]] | None, Tried]:
+    now = Tried(probes, theirs)
+    shared = earlier.shared(probes, theirs) if earlier is not None else 0
+    before = earlier.failed_at if earlier is not None else {}
     evaluated = 0
     for size in range(1, MAX_CHANGES + 1):
         found = []
         for combo in combos(allowed, size):
             evaluated += 1
             if evaluated > budget:
-                return None
-            fit = matches(combo, probes, theirs)
-            if fit is not None:
+                return None, now
+            if before.get(combo, shared) < shared:
+                now.failed_at[combo] = before[combo]
+                continue  # it failed on a probe both searches begin with: it fails here too
+            fit, reached = _matched(combo, probes, theirs)
+            if fit is None:
+                now.failed_at[combo] = reached
+            else:
                 found.append((combo, fit.values))
         exact = [(c, v) for c, v in found if "softmax_in_float32" not in c]
         found = _one_function(exact or found)  # a match at float64 accuracy beats one within float32's tolerance
         if len(found) == 1:
-            return found[0]
+            return found[0], now
         if found:  # ties: keep only what every match agrees on (never a guess between them)
             common = set.intersection(*(set(c) for c, _ in found))
             combo = tuple(m for m in found[0][0] if m in common)
-            return (combo, found[0][1]) if combo else None
-    return None
+            return ((combo, found[0][1]) if combo else None), now
+    return None, now
 
 
 # With every score alike before the mask (a fitted scale of 0), adding a constant to the future scores and writing
