@@ -317,16 +317,17 @@ class Head:
             slow = reply.header.get("slow") or {}
             site = (slow["file"], slow["line"], slow["code"]) if slow else None
             at = f"\nIt was at {site[0]}:{site[1]} (`{site[2]}`) when the limit came." if site else ""
-            if size is not None:
-                limit = timeout if per_call else None
+            if size is not None:  # a wait cut short after a hang is of a function past the per-call limit: its words
+                limit = self._limits.per_call_timeout_s if after_hang else timeout if per_call else None
                 self.hangs.record(fn or op, Hang(actual, size, self.current_check, limit, site))
             if not per_call:
                 what = f"what was left of its share of the time budget ({self._shares.share_s(fn or ''):.3g} s),"
                 message = f"`{actual}` did not finish within {timeout:.3g} s, {what}{on}; the worker was stopped"
-            elif after_hang:
+            elif after_hang:  # the same first line as the function's other verdicts: one slow function, one cause
                 message = (
-                    f"`{actual}` did not finish within {timeout:.3g} s{on}, the limit of a call the diagnosis makes "
-                    "to a function that ran past the per-call limit before; the worker was stopped."
+                    f"{past_the_limit(actual, self._limits.per_call_timeout_s)}\n`{actual}` did not finish within "
+                    f"{timeout:.3g} s{on}, the limit of a call the diagnosis makes to a function that ran past the "
+                    "per-call limit before; the worker was stopped."
                 )
             else:  # the same first line as every refusal it causes (grader/_hangs.py): one slow function, one cause
                 message = (

@@ -180,10 +180,17 @@ def test_a_call_outside_the_checks_waits_a_part_of_the_limit_on_a_function_that_
             head.attention(make_case(Shape(1, 7, 4, 3, 2), seed=2))  # not covered by the first: called
         assert hung.value.status == "timeout"
         assert hung.value.message == (
+            "`causal_self_attention` ran past the per-call limit (2 s)\n"
             f"`causal_self_attention` did not finish within {AFTER_HANG * 2.0:.3g} s on input B=1, T=7, d=4, d_k=3, "
             "d_v=2 (float64), the limit of a call the diagnosis makes to a function that ran past the per-call "
             "limit before; the worker was stopped."
         )
+        # a later refusal it causes says the per-call limit, as every refusal of this function does
+        head.current_check = "causal_mask"
+        with pytest.raises(StudentFailure) as refused:
+            head.attention(make_case(Shape(1, 7, 4, 3, 2), seed=5))
+        assert refused.value.message.startswith("`causal_self_attention` ran past the per-call limit (2 s)\n")
+        head.current_check = None
         assert head.attention(make_case(Shape(1, 5, 4, 3, 2), seed=3)).out.shape == (1, 5, 2)  # it runs there
         head.current_check = "future_perturbation"
         with pytest.raises(StudentFailure) as in_a_check:
