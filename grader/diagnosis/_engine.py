@@ -33,26 +33,12 @@ T = TypeVar("T")
 
 @dataclass
 class Passes:
-    """The passes of one examination, each run on its own: the grader's own exception in one is recorded, and
-    that pass answers ``default`` (what it answers when it finds nothing), so that the others keep their causes
-    (issue 35: a grader bug costs the advice it would have given, never silently the grade)."""
+    """The record of one examination's rules: each run counted with its time, and the grader's own exception in one
+    recorded (the rule then answers its default, so that the others keep their causes: issue 35, a grader bug costs
+    the advice it would have given, never silently the grade)."""
 
     raised: list[tuple[str, BaseException]] = field(default_factory=list)
     steps: dict[str, DiagnosisStep] = field(default_factory=dict)
-
-    def run(self, name: str, default: object, fn: Callable[..., T], *args: object) -> T:
-        """``fn(*args)``, or ``default`` (of ``fn``'s type: what the pass answers when it finds nothing) when it
-        raised, the exception recorded; each run is counted in :attr:`steps` with its time and whether it answered
-        something else than ``default``."""
-        started, raised = time.perf_counter(), False
-        before = list(default) if isinstance(default, list) else default  # a pass may rewrite the list it was given
-        try:
-            answer = fn(*args)
-        except Exception as exc:
-            self.record(name, exc)
-            answer, raised = cast(T, default), True
-        self.count(name, changed=not raised and not same(answer, before), raised=raised, started=started)
-        return answer
 
     def count(self, name: str, *, changed: bool, raised: bool, started: float, says: str = "") -> None:
         """One run of pass ``name`` (doing what ``says``), begun at ``started`` (``time.perf_counter``), in
